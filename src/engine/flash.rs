@@ -1,0 +1,110 @@
+//! The `Flash` interface: everything the engine needs from the medium, and nothing more.
+//!
+//! One on-flash format serves two backends. What differs between them is captured here:
+//! - raw flash through MTD (NAND/NOR): a segment is one erase block; pages are programmed only
+//!   when erased, in increasing order inside an erase block, never twice; blocks can be bad;
+//!   reads can report corrected bit-flips (`ReadStatus::Corrected`) or fail (`FlashError::Uncorrectable`).
+//! - managed flash (SD/eMMC/USB/CF) through a block device: a segment is one allocation unit
+//!   (default 4 MiB); writes are whole `write_unit`s, aligned, sequential inside a segment;
+//!   `erase` is a discard, after which the old contents may still read back (so the engine must
+//!   never rely on "erased reads as 0xFF" on this kind: it validates everything by sequence and CRC).
+//!
+//! The kernel layer implements this over `struct mtd_info` or a `struct block_device`; userspace
+//! implements it over the flash simulator and over image files.
+
+/// What kind of medium is under the filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashKind {
+    /// Raw NAND: program erased pages in order, no rewrite, bad blocks, bit-flips.
+    Nand,
+    /// Raw NOR: byte-programmable, erase blocks, no bad blocks. Treated with NAND rules by the engine.
+    Nor,
+    /// A block device with an FTL: aligned whole-unit sequential writes, discard instead of erase.
+    Block,
+}
+
+/// The medium's geometry, fixed for the life of a mounted filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Medium kind, which selects the write rules.
+    pub kind: FlashKind,
+    /// Bytes per segment: the erase block on MTD, the allocation unit on a block device.
+    pub segment_size: u32,
+    /// Number of segments on the device (including bad ones).
+    pub segment_count: u32,
+    /// Minimum write unit in bytes: the NAND page, or the block size (4096) on a block device.
+    /// Every write's offset and length are multiples of it.
+    pub write_unit: u32,
+    /// Preferred write size in bytes (a multiple of `write_unit`): what the medium writes fastest,
+    /// e.g. the FTL page size (16-32 KiB) on cheap managed flash. The engine batches up to it.
+    pub preferred_write: u32,
+}
+
+impl Geometry {
+    /// Total bytes of the device.
+    pub fn device_bytes(&self) -> u64 {
+        u64::from(self.segment_size) * u64::from(self.segment_count)
+    }
+
+    /// Write units per segment.
+    pub fn units_per_segment(&self) -> u32 {
+        if self.write_unit == 0 {
+            0
+        } else {
+            self.segment_size / self.write_unit
+        }
+    }
+}
+
+/// Result of a successful read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadStatus {
+    /// Data read without correction.
+    Clean,
+    /// Data correct, but ECC had to correct bit-flips (MTD's -EUCLEAN): the segment should be scrubbed.
+    Corrected,
+}
+
+/// Errors reported by a `Flash` implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashError {
+    /// The read could not be corrected (MTD's -EBADMSG): the data in range is lost.
+    Uncorrectable,
+    /// A program operation failed: the segment must be retired and its data relocated.
+    WriteFailed,
+    /// An erase failed: the segment must be retired.
+    EraseFailed,
+    /// The request violates the medium's rules (misaligned, out of range, rewrite of a NAND page,
+    /// out-of-order programming). This is a bug in the caller, reported instead of corrupting data.
+    InvalidRequest,
+    /// Any other I/O error from the device.
+    Io,
+    /// Simulator only: power was cut during or before this operation. Nothing after it happens.
+    PowerCut,
+}
+
+/// The medium under a ferrofs filesystem.
+pub trait Flash {
+    /// The geometry of the medium.
+    fn geometry(&self) -> Geometry;
+
+    /// Read `buf.len()` bytes at `offset` inside segment `seg`. Any alignment is allowed.
+    fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError>;
+
+    /// Program `buf` at `offset` inside segment `seg`. `offset` and `buf.len()` are multiples of
+    /// `write_unit`. On NAND the range must be erased and lie after everything already programmed
+    /// in the segment. On a block device the write must follow the previous write in the segment.
+    fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError>;
+
+    /// Erase segment `seg` (NAND/NOR erase; discard on a block device).
+    fn erase(&mut self, seg: u32) -> Result<(), FlashError>;
+
+    /// Whether segment `seg` is marked bad. Always false on a block device.
+    fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError>;
+
+    /// Mark segment `seg` bad, so that it is never used again.
+    fn mark_bad(&mut self, seg: u32) -> Result<(), FlashError>;
+
+    /// Make every completed write durable (a cache flush on a block device; a no-op on raw flash).
+    fn flush(&mut self) -> Result<(), FlashError>;
+}
