@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   linux-source-6.12 rustc-web rust-web-src
   clang-19 lld-19 llvm-19 libclang-19-dev
-  flex bison bc libelf-dev libssl-dev cpio xz-utils make
+  flex bison bc libelf-dev libssl-dev cpio xz-utils make kmod file
   qemu-system-x86 busybox-static mtd-utils f2fs-tools e2fsprogs
 )
 BINDGEN_VERSION=0.71.1

@@ -1,0 +1,46 @@
+# ferrofs: top-level build. Every target is a thin call into qemu/ or tests/ scripts.
+#   make test        everything: toolchain, kernel, module, tools, cargo test, harness test, guest suites
+#   make run         boot a QEMU guest with emulated NAND and ferrofs loaded, with a shell
+#   make module      build ferrofs.ko against the cached test kernel
+# FERROFS_KFLAVOUR=debug selects the KASAN/lockdep/DEBUG_LIST/KFENCE kernel for any target.
+SHELL := /bin/bash
+.PHONY: all deps kernel module tools initramfs cargo-test harness-test guest-test test run clean
+
+all: module tools
+
+deps:
+	qemu/install-deps.sh
+
+kernel: deps
+	qemu/build-kernel.sh >/dev/null
+
+module: kernel
+	qemu/build-module.sh
+
+tools:
+	qemu/build-tools.sh
+
+initramfs: module tools harness-module
+	source qemu/env.sh && qemu/mkinitramfs.sh "$$(kernel_dir)/linux" build/initramfs-$${FERROFS_KFLAVOUR}.cpio.gz tests/harness/faulty/faulty.ko
+
+harness-module: kernel
+	qemu/build-module.sh $(CURDIR)/tests/harness/faulty
+
+cargo-test:
+	cd userspace-tools && cargo test
+
+harness-test: initramfs
+	tests/harness/test-harness.sh
+
+guest-test: initramfs
+	tests/run-guest-suites.sh
+
+test:
+	tests/run-all.sh
+
+run: initramfs
+	qemu/run-guest.sh shell
+
+clean:
+	rm -rf build userspace-tools/target
+	-source qemu/env.sh && [ -d "$$(kernel_dir)/linux" ] && $(MAKE) -C "$$(kernel_dir)/linux" M=$(CURDIR) clean

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Assemble the guest initramfs: busybox, the kernel's modules, ferrofs.ko, the userspace tools,
+# the peers' tools (mtd-utils, f2fs-tools, e2fsprogs) with their libraries, and the guest tests.
+# Usage: mkinitramfs.sh KDIR OUT.cpio.gz [EXTRA_KO...]
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+KDIR="$1"; OUT="$2"; shift 2
+MODROOT="$(dirname "$KDIR")/modroot"
+STAGE="$(mktemp -d)"
+trap 'rm -rf "$STAGE"' EXIT
+
+mkdir -p "$STAGE"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,etc,proc,sys,dev,tmp,mnt,root,run,var,ferrofs/tests}
+cp /bin/busybox "$STAGE/bin/busybox"
+for applet in $("$STAGE/bin/busybox" --list-full); do
+  [ -e "$STAGE/$applet" ] || ln -s /bin/busybox "$STAGE/$applet"
+done
+
+# Kernel modules with their dependency index, so that (busybox) modprobe works, including the
+# kernel's own on-demand requests through /sbin/modprobe.
+cp -a "$MODROOT/lib/modules" "$STAGE/lib/"
+
+# ferrofs.ko and any extra test modules.
+cp "$FERROFS_ROOT/ferrofs.ko" "$STAGE/ferrofs/"
+for ko in "$@"; do cp "$ko" "$STAGE/ferrofs/"; done
+
+# Copy a host binary and the shared libraries it needs.
+copy_bin() {
+  local bin="$1" dest="$2"
+  install -D -m 0755 "$bin" "$STAGE$dest"
+  ldd "$bin" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | while read -r lib; do
+    [ -e "$STAGE$lib" ] || install -D -m 0755 "$lib" "$STAGE$lib"
+  done
+}
+for b in flash_erase flash_eraseall nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubidetach ubiformat \
+         ubimkvol ubirmvol ubinfo ubiupdatevol mkfs.ubifs mkfs.jffs2 mkfs.f2fs fsck.f2fs mke2fs e2fsck; do
+  path="$(command -v "$b" || true)"
+  [ -n "$path" ] || { echo "mkinitramfs: $b not found on the host: run qemu/install-deps.sh" >&2; exit 1; }
+  copy_bin "$path" "/usr/sbin/$b"
+done
+ln -sf mke2fs "$STAGE/usr/sbin/mkfs.ext4"
+ln -sf e2fsck "$STAGE/usr/sbin/fsck.ext4"
+[ -e "$STAGE/etc/mke2fs.conf" ] || cp /etc/mke2fs.conf "$STAGE/etc/" 2>/dev/null || true
+
+# The ferrofs userspace tools (static), whatever of them the workspace builds today.
+TOOLS_DIR="$FERROFS_ROOT/build/tools"
+if [ -d "$TOOLS_DIR" ]; then
+  for t in "$TOOLS_DIR"/*; do [ -x "$t" ] && install -m 0755 "$t" "$STAGE/usr/bin/"; done
+fi
+
+# Guest scripts and programs.
+cp -a "$FERROFS_ROOT/tests/vm/." "$STAGE/ferrofs/tests/"
+install -m 0755 "$FERROFS_ROOT/qemu/guest-init" "$STAGE/init"
+echo "root:x:0:0:root:/root:/bin/sh" > "$STAGE/etc/passwd"
+echo "nobody:x:65534:65534:nobody:/:/bin/false" >> "$STAGE/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$STAGE/etc/group"
+
+mkdir -p "$(dirname "$OUT")"
+(cd "$STAGE" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$OUT"

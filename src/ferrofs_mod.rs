@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ferrofs: a log-structured flash filesystem.
+//!
+//! This crate root is the thin kernel layer: module registration and (in later steps) the VFS
+//! callbacks and the MTD and block backends. The engine under `engine/` is safe, `core`-only Rust
+//! shared with the userspace tools; all `unsafe` lives in this kernel layer.
+
+use core::pin::Pin;
+use kernel::prelude::*;
+use kernel::{bindings, c_str, types::Opaque};
+
+// The engine's items are `pub` for the userspace crate that shares these files; here they are
+// reached only from this crate, and not every item is used by the kernel layer yet.
+#[allow(unreachable_pub, dead_code)]
+mod engine;
+
+module! {
+    type: Ferrofs,
+    name: "ferrofs",
+    author: "ferrofs developers",
+    description: "ferrofs: a log-structured flash filesystem for raw and managed flash",
+    license: "GPL",
+}
+
+/// A registered `struct file_system_type`, pinned for as long as it is registered.
+#[repr(transparent)]
+struct FsType(Opaque<bindings::file_system_type>);
+
+// SAFETY: after registration the kernel reads and links `file_system_type` only under its own
+// `file_systems_lock` and `sb_lock`; this crate never touches it again until unregistering.
+unsafe impl Sync for FsType {}
+// SAFETY: as for `Sync`: no thread affinity, and all mutation is done by the kernel under its locks.
+unsafe impl Send for FsType {}
+
+/// Module state: the registered filesystem type.
+struct Ferrofs {
+    fs_type: Pin<KBox<FsType>>,
+}
+
+/// `file_system_type::init_fs_context`: called for every `mount -t ferrofs`.
+///
+/// # Safety
+///
+/// Called by the VFS with a valid, exclusively owned `fc`.
+unsafe extern "C" fn init_fs_context(_fc: *mut bindings::fs_context) -> core::ffi::c_int {
+    // Mounting arrives with the VFS layer (issue 4); until then say so instead of failing silently.
+    pr_err!("ferrofs: mounting is not implemented in this build\n");
+    EOPNOTSUPP.to_errno()
+}
+
+impl kernel::Module for Ferrofs {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let fs_type = KBox::pin(
+            FsType(Opaque::new(bindings::file_system_type {
+                name: c_str!("ferrofs").as_char_ptr(),
+                owner: module.as_ptr(),
+                init_fs_context: Some(init_fs_context),
+                kill_sb: Some(bindings::kill_anon_super),
+                ..Default::default()
+            })),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `fs_type` is pinned and lives in `Self`, whose `drop` unregisters it before it is
+        // freed; its name is a static string and its callbacks are valid for the module's lifetime.
+        kernel::error::to_result(unsafe { bindings::register_filesystem(fs_type.0.get()) })?;
+        pr_info!("ferrofs: registered\n");
+        Ok(Ferrofs { fs_type })
+    }
+}
+
+impl Drop for Ferrofs {
+    fn drop(&mut self) {
+        // SAFETY: registered in `init`; no superblock can remain because the module's refcount
+        // (held by every mounted superblock through `owner`) is zero when the module is removed.
+        let ret = unsafe { bindings::unregister_filesystem(self.fs_type.0.get()) };
+        if ret != 0 {
+            pr_err!("ferrofs: unregister_filesystem failed: {}\n", ret);
+        }
+        pr_info!("ferrofs: unregistered\n");
+    }
+}
