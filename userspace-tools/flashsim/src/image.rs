@@ -490,7 +490,9 @@ impl ImageFlash {
             .map_err(|e| Error::io(path, "creating raw image", e))?;
         file.set_len(geometry.device_bytes()).map_err(|e| Error::io(path, "sizing raw image", e))?;
         let mut inner = FileMedium::new(file, path, geometry, style_for(geometry.kind));
-        if geometry.kind != FlashKind::Block {
+        if geometry.kind == FlashKind::Block {
+            inner.reset_positions();
+        } else {
             inner.fill_all(0xFF).map_err(|e| Error::io(path, "erasing raw image", e))?;
         }
         Ok(Self { inner })

@@ -88,10 +88,15 @@ impl FileMedium {
             self.file.write_all_at(&chunk[..n], at)?;
             at += n as u64;
         }
+        self.reset_positions();
+        Ok(())
+    }
+
+    /// Declares every segment freshly erased/discarded (position 0), for a newly created medium.
+    pub(crate) fn reset_positions(&mut self) {
         for w in &mut self.wp {
             *w = Some(0);
         }
-        Ok(())
     }
 
     /// NAND: the next programmable page of `seg`, scanning the segment on first use.
