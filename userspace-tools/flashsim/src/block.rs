@@ -1,6 +1,8 @@
 //! [`BlockSim`]: an in-memory block device with allocation units (the managed-flash backend's
 //! medium), enforcing the block backend's write rules and modelling a cheap FTL's cost.
 
+use std::collections::BTreeSet;
+
 use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
 
 use crate::counters::{Counters, Reject};
@@ -156,6 +158,10 @@ pub struct BlockSim {
     sector: u32,
     ftl_open: Vec<(u32, u32)>,
     cache: Option<Vec<Undo>>,
+    /// (segment, write unit) whose reads fail until the unit is written again.
+    read_errors: BTreeSet<(u32, u32)>,
+    /// Segments whose writes fail.
+    write_errors: BTreeSet<u32>,
     power: Power,
     rng: SimRng,
     counters: Counters,
@@ -166,9 +172,17 @@ impl BlockSim {
     /// A zero-filled device built from `config`, every segment freshly discarded (position 0).
     pub fn new(config: BlockConfig) -> Result<Self> {
         let geo = config.geometry()?;
+        Self::build(config, geo, vec![0; geo.device_bytes() as usize])
+    }
+
+    /// A device with the given contents; `data` must be exactly the device's size.
+    fn build(config: BlockConfig, geo: Geometry, data: Vec<u8>) -> Result<Self> {
+        if data.len() as u64 != geo.device_bytes() {
+            return Err(Error::BadImage(format!("{} data bytes for a {}-byte device", data.len(), geo.device_bytes())));
+        }
         Ok(Self {
             geo,
-            data: vec![0; geo.device_bytes() as usize],
+            data,
             wp: vec![Some(0); geo.segment_count as usize],
             open_now: 0,
             discard: config.discard,
@@ -177,6 +191,8 @@ impl BlockSim {
             sector: config.sector_size,
             ftl_open: Vec::new(),
             cache: if config.volatile_cache { Some(Vec::new()) } else { None },
+            read_errors: BTreeSet::new(),
+            write_errors: BTreeSet::new(),
             power: Power::default(),
             rng: SimRng::new(config.seed),
             counters: Counters::new(geo.segment_count),
@@ -191,11 +207,8 @@ impl BlockSim {
         if !config.write_unit.is_multiple_of(config.sector_size) {
             config.sector_size = config.write_unit;
         }
-        let mut sim = Self::new(config)?;
-        if data.len() != sim.data.len() {
-            return Err(Error::BadImage(format!("{} data bytes for a {}-byte device", data.len(), sim.data.len())));
-        }
-        sim.data = data;
+        let geo = config.geometry()?;
+        let mut sim = Self::build(config, geo, data)?;
         sim.wp.fill(None);
         if let Some(ec) = erase_counts {
             if ec.len() != sim.counters.erase_counts.len() {
@@ -269,6 +282,31 @@ impl BlockSim {
     /// Returns the logged operations and empties the log.
     pub fn take_log(&mut self) -> Vec<Op> {
         self.log.ops.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Medium error: reads touching write unit `unit` of `seg` fail with `Uncorrectable` until
+    /// the unit is written again (as a real device remaps a sector on write).
+    pub fn inject_read_error(&mut self, seg: u32, unit: u32) -> std::result::Result<(), FlashError> {
+        if seg >= self.geo.segment_count || unit >= self.geo.units_per_segment() {
+            return Err(FlashError::InvalidRequest);
+        }
+        self.read_errors.insert((seg, unit));
+        Ok(())
+    }
+
+    /// Writes to `seg` fail with `WriteFailed` (nothing is written) until [`BlockSim::clear_faults`].
+    pub fn inject_write_error(&mut self, seg: u32) -> std::result::Result<(), FlashError> {
+        if seg >= self.geo.segment_count {
+            return Err(FlashError::InvalidRequest);
+        }
+        self.write_errors.insert(seg);
+        Ok(())
+    }
+
+    /// Removes every injected fault.
+    pub fn clear_faults(&mut self) {
+        self.read_errors.clear();
+        self.write_errors.clear();
     }
 
     /// Reseeds the generator behind torn writes and cache losses.
@@ -442,6 +480,14 @@ impl BlockSim {
         let at = self.byte_index(seg, offset);
         buf.copy_from_slice(&self.data[at..at + buf.len()]);
         self.counters.reads += 1;
+        if !buf.is_empty() && !self.read_errors.is_empty() {
+            let unit = self.geo.write_unit;
+            let last = (offset + buf.len() as u32 - 1) / unit;
+            if (offset / unit..=last).any(|u| self.read_errors.contains(&(seg, u))) {
+                self.counters.uncorrectable_reads += 1;
+                return Err(FlashError::Uncorrectable);
+            }
+        }
         self.counters.bytes_read += buf.len() as u64;
         Ok(ReadStatus::Clean)
     }
@@ -465,8 +511,15 @@ impl BlockSim {
         let len = buf.len() as u32;
         let at = self.byte_index(seg, offset);
         match self.power.gate(OpKind::Write) {
+            Gate::Go if self.write_errors.contains(&seg) => {
+                self.counters.writes += 1;
+                self.counters.write_failures += 1;
+                Err(FlashError::WriteFailed)
+            }
             Gate::Go => {
                 self.store(at, buf);
+                let first = offset / unit;
+                self.read_errors.retain(|&(s, u)| s != seg || u < first || u >= first + len / unit);
                 self.counters.writes += 1;
                 self.counters.bytes_programmed += u64::from(len);
                 self.counters.pages_programmed += u64::from(len / unit);

@@ -227,8 +227,7 @@ fn decode_header<R: Read>(r: &mut R) -> Result<(ImageHeader, Option<Vec<bool>>)>
     if data_offset < HEADER_LEN as u64 + meta_len || !data_offset.is_multiple_of(DATA_ALIGN) {
         return Err(Error::BadImage(format!("data offset {data_offset} inconsistent with metadata")));
     }
-    let mut meta = vec![0u8; meta_len as usize];
-    r.read_exact(&mut meta).map_err(bad_image)?;
+    let meta = read_bounded(r, meta_len, "metadata")?;
     if crc32(&meta) != meta_crc {
         return Err(Error::BadImage("metadata checksum mismatch".into()));
     }
@@ -262,12 +261,21 @@ fn decode_header<R: Read>(r: &mut R) -> Result<(ImageHeader, Option<Vec<bool>>)>
     Ok((ImageHeader { version, geometry, bad_blocks, erase_counts, data_offset }, page_map))
 }
 
+/// Reads exactly `len` bytes, reserving memory up front without panicking or aborting when a
+/// damaged header asks for an absurd size.
+fn read_bounded<R: Read>(r: &mut R, len: u64, what: &str) -> Result<Vec<u8>> {
+    let n = usize::try_from(len).map_err(|_| Error::BadImage(format!("{what} of {len} bytes does not fit in memory")))?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n).map_err(|_| Error::BadImage(format!("{what} of {len} bytes does not fit in memory")))?;
+    r.take(len).read_to_end(&mut buf).map_err(|e| Error::BadImage(format!("reading {what}: {e}")))?;
+    if buf.len() != n {
+        return Err(Error::BadImage(format!("truncated {what}: {} of {len} bytes", buf.len())));
+    }
+    Ok(buf)
+}
+
 fn read_contents<R: Read>(r: &mut R, geo: &Geometry) -> Result<Vec<u8>> {
-    let len = usize::try_from(geo.device_bytes())
-        .map_err(|_| Error::InvalidGeometry("device does not fit in memory".into()))?;
-    let mut data = vec![0u8; len];
-    r.read_exact(&mut data).map_err(|e| Error::BadImage(format!("truncated contents: {e}")))?;
-    Ok(data)
+    read_bounded(r, geo.device_bytes(), "contents")
 }
 
 /// Writes to `path` through a temporary file renamed into place, so a crash never leaves half an image.

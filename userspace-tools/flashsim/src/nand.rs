@@ -151,12 +151,20 @@ impl NandSim {
     /// A fully erased device built from `config`.
     pub fn new(config: NandConfig) -> Result<Self> {
         let geo = config.geometry()?;
+        Self::build(config, geo, vec![0xFF; geo.device_bytes() as usize])
+    }
+
+    /// A device with the given contents; `data` must be exactly the device's size.
+    fn build(config: NandConfig, geo: Geometry, data: Vec<u8>) -> Result<Self> {
+        if data.len() as u64 != geo.device_bytes() {
+            return Err(Error::BadImage(format!("{} data bytes for a {}-byte device", data.len(), geo.device_bytes())));
+        }
         let pages = geo.segment_count as usize * config.pages_per_block as usize;
         let mut sim = Self {
             geo,
             page: config.page_size as usize,
             ppb: config.pages_per_block,
-            data: vec![0xFF; geo.device_bytes() as usize],
+            data,
             programmed: vec![false; pages],
             next_page: vec![0; geo.segment_count as usize],
             bad: vec![false; geo.segment_count as usize],
@@ -193,11 +201,8 @@ impl NandSim {
             bad_blocks: bad_blocks.to_vec(),
             seed: 0,
         };
-        let mut sim = Self::new(config)?;
-        if data.len() != sim.data.len() {
-            return Err(Error::BadImage(format!("{} data bytes for a {}-byte device", data.len(), sim.data.len())));
-        }
-        sim.data = data;
+        let geo = config.geometry()?;
+        let mut sim = Self::build(config, geo, data)?;
         sim.programmed = match programmed {
             Some(p) if p.len() == sim.programmed.len() => p,
             Some(p) => return Err(Error::BadImage(format!("{} page states for {} pages", p.len(), sim.programmed.len()))),

@@ -258,3 +258,30 @@ fn counters_since_and_wa() {
     assert_eq!(d.write_amplification(2 * UNIT as u64), Some(2.0));
     assert_eq!(d.bytes_erased(SEG), u64::from(SEG));
 }
+
+#[test]
+fn injected_medium_errors() {
+    let mut s = sim();
+    s.write(0, 0, &units(3, 1)).unwrap();
+    s.inject_read_error(0, 1).unwrap();
+    let mut b = vec![0u8; UNIT];
+    assert_eq!(s.read(0, 0, &mut b), Ok(ReadStatus::Clean));
+    assert_eq!(s.read(0, UNIT as u32 + 10, &mut b[..10]), Err(FlashError::Uncorrectable));
+    let mut all = vec![0u8; 3 * UNIT];
+    assert_eq!(s.read(0, 0, &mut all), Err(FlashError::Uncorrectable));
+    // Rewriting the unit (after a discard) heals it.
+    s.erase(0).unwrap();
+    assert_eq!(s.read(0, UNIT as u32, &mut b), Err(FlashError::Uncorrectable));
+    s.write(0, 0, &units(2, 2)).unwrap();
+    assert_eq!(s.read(0, UNIT as u32, &mut b), Ok(ReadStatus::Clean));
+    s.inject_write_error(1).unwrap();
+    assert_eq!(s.write(1, 0, &units(1, 1)), Err(FlashError::WriteFailed));
+    assert_eq!(s.write_position(1), Some(0));
+    s.clear_faults();
+    s.write(1, 0, &units(1, 1)).unwrap();
+    let c = s.counters();
+    assert_eq!((c.uncorrectable_reads, c.write_failures), (3, 1));
+    assert!(s.inject_read_error(SEGS, 0).is_err());
+    assert!(s.inject_read_error(0, SEG / UNIT as u32).is_err());
+    assert!(s.inject_write_error(SEGS).is_err());
+}

@@ -141,6 +141,12 @@ fn damaged_images_are_refused_cleanly() {
     let crc = ferrofs_flashsim::image::crc32(&b[..56]);
     b[56..60].copy_from_slice(&crc.to_le_bytes());
     assert!(NandSim::load_from(&mut &b[..]).is_err());
+    // An absurd geometry with valid checksums is refused without allocating it.
+    let mut b = good.clone();
+    b[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = ferrofs_flashsim::image::crc32(&b[..56]);
+    b[56..60].copy_from_slice(&crc.to_le_bytes());
+    assert!(NandSim::load_from(&mut &b[..]).is_err());
     let missing = NandSim::load(std::path::Path::new("/nonexistent/dir/x.img"));
     assert!(matches!(missing, Err(Error::Io { .. })));
     let msg = missing.err().map(|e| e.to_string()).unwrap_or_default();
