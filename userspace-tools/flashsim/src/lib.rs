@@ -13,6 +13,48 @@
 //! - [`Counters`]: operation counters and write-amplification helpers for benchmarks.
 //!
 //! All simulated randomness comes from a seeded SplitMix64, so every run is reproducible.
+//!
+//! # Example: enumerate the crash points of a workload
+//!
+//! ```
+//! use ferrofs_flashsim::{CutEffect, CutPlan, Flash, FlashError, NandConfig, NandSim, TornFill};
+//!
+//! fn workload(f: &mut dyn Flash) -> Result<(), FlashError> {
+//!     f.erase(1)?;
+//!     f.write(1, 0, &[0xA5; 4096])?;
+//!     f.flush()
+//! }
+//!
+//! // A dry run tells how many operations can be cut.
+//! let mut sim = NandSim::new(NandConfig::new(8))?;
+//! workload(&mut sim).map_err(|e| format!("{e:?}"))?;
+//! let n = sim.ops_since_power_on();
+//! assert_eq!(n, 2); // the erase and the write (flushes are not counted by default)
+//!
+//! for i in 1..=n {
+//!     let mut sim = NandSim::new(NandConfig { seed: i, ..NandConfig::new(8) })?;
+//!     sim.cut_after_with(i, CutPlan { effect: CutEffect::Torn, fill: TornFill::Random, ..CutPlan::default() });
+//!     assert_eq!(workload(&mut sim), Err(FlashError::PowerCut));
+//!     sim.reboot();
+//!     // ... mount with the engine here and check its recovery ...
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Example: an image for mkfs, fsck and dump
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use ferrofs_flashsim::{AnySim, Flash, NandConfig, NandSim};
+//!
+//! let mut sim = NandSim::new(NandConfig { bad_blocks: vec![3], ..NandConfig::new(64) })?;
+//! // ... mkfs writes through `sim` ...
+//! sim.save(Path::new("ferrofs.img"))?;
+//! // Later, any tool:
+//! let mut dev = AnySim::load(Path::new("ferrofs.img"))?;
+//! let geometry = dev.geometry();
+//! # Ok::<(), ferrofs_flashsim::Error>(())
+//! ```
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
