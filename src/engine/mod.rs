@@ -1,6 +1,26 @@
 //! The ferrofs engine: `core`-only, safe Rust shared by the kernel module and the userspace tools.
 //!
-//! It reaches the medium only through [`flash::Flash`]. No `unsafe`, no `alloc` crate,
-//! no floating point, no panicking path on data read from flash.
+//! It reaches the medium only through [`flash::Flash`] and memory only through
+//! [`platform::Platform`]. No `unsafe`, no `alloc` crate, no floating point, no panicking path
+//! on data read from flash.
+//!
+//! Entry points: [`fs::Engine::format`], [`fs::Engine::mount`], then the methods of
+//! [`fs::Engine`] (POSIX operations in `posix.rs`).
 
+pub mod codec;
+pub mod crc;
+pub mod error;
 pub mod flash;
+pub mod format;
+pub mod fs;
+pub mod index;
+pub mod log;
+pub mod platform;
+pub mod posix;
+
+pub use error::{Error, Result};
+pub use flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+pub use format::{FileType, Inode, Stats, Timespec};
+pub use fs::{Engine, FormatOptions, MountOptions, StatFs, ROOT_INO};
+pub use platform::{FallibleVec, Platform};
+pub use posix::{CreateArgs, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE};

@@ -1,0 +1,723 @@
+//! On-flash format: constants and byte-exact encodings. `docs/format.md` describes the same layout.
+
+use crate::engine::codec::{Reader, Writer};
+use crate::engine::crc::{crc32c, crc32c_update};
+use crate::engine::error::{Error, Result};
+
+/// Format version written by this engine.
+pub const FORMAT_VERSION: u32 = 1;
+/// Superblock magic, "FFSB" little-endian.
+pub const SB_MAGIC: u32 = 0x4253_4646;
+/// Checkpoint magic, "FFCP".
+pub const CP_MAGIC: u32 = 0x5043_4646;
+/// Record magic (u16).
+pub const REC_MAGIC: u16 = 0xF5A5;
+
+/// Compatible feature flags (none defined).
+pub const FEATURE_COMPAT: u64 = 0;
+/// Incompatible feature flags understood by this engine: bit 0 = hashed directories.
+pub const FEATURE_INCOMPAT_HASHED_DIRS: u64 = 1;
+/// All incompatible features this engine supports.
+pub const FEATURE_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_HASHED_DIRS;
+/// Read-only-compatible features understood (none defined).
+pub const FEATURE_RO_COMPAT_SUPPORTED: u64 = 0;
+
+/// Size of file data blocks (bytes of payload in one data record at most).
+pub const BLOCK_SIZE: u32 = 4096;
+/// Maximum name length.
+pub const NAME_MAX: usize = 255;
+/// Maximum symlink target length.
+pub const SYMLINK_MAX: usize = 4095;
+/// Maximum xattr name length.
+pub const XATTR_NAME_MAX: usize = 255;
+/// Maximum xattr value length.
+pub const XATTR_VALUE_MAX: usize = 3072;
+/// Maximum file size.
+pub const MAX_FILE_SIZE: u64 = 1 << 44;
+
+/// Number of log heads.
+pub const NUM_HEADS: usize = 3;
+/// Head for user file data.
+pub const HEAD_HOT: usize = 0;
+/// Head for metadata (inodes, dentries, xattrs, tombstones) and index nodes.
+pub const HEAD_META: usize = 1;
+/// Head for data moved by the garbage collector.
+pub const HEAD_COLD: usize = 2;
+
+/// "No segment".
+pub const NO_SEG: u32 = u32::MAX;
+
+/// Maximum number of segments per checkpoint area.
+pub const MAX_CP_SEGS: usize = 16;
+
+/// Record types.
+pub mod rtype {
+    /// Padding to the end of a write unit.
+    pub const PAD: u8 = 0;
+    /// Segment header, first record of every log segment.
+    pub const SEGHDR: u8 = 1;
+    /// Inode attributes.
+    pub const INODE: u8 = 2;
+    /// Directory entry.
+    pub const DENT: u8 = 3;
+    /// File data block.
+    pub const DATA: u8 = 4;
+    /// Extended attribute.
+    pub const XATTR: u8 = 5;
+    /// Orphan marker (unlinked but still open inode).
+    pub const ORPHAN: u8 = 6;
+    /// Range deletion (tombstone).
+    pub const DELETE: u8 = 7;
+    /// Index (B+tree) node.
+    pub const INDEX: u8 = 8;
+}
+
+/// Record flag: more records of the same atomic operation follow in this head.
+pub const FLAG_CONT: u8 = 1;
+
+/// Key kinds, in index order.
+pub mod kind {
+    /// Inode record, key 0.
+    pub const INODE: u8 = 0;
+    /// Directory entry, key = name hash << 8 | collision index.
+    pub const DENT: u8 = 1;
+    /// Extended attribute, key = name hash << 8 | collision index.
+    pub const XATTR: u8 = 2;
+    /// Data block, key = block index.
+    pub const DATA: u8 = 3;
+    /// Orphan, owner 0, key = inode number.
+    pub const ORPHAN: u8 = 4;
+}
+
+/// An index key: (owner inode, kind, key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Key {
+    /// Owner inode number.
+    pub ino: u64,
+    /// Kind (see [`kind`]).
+    pub kind: u8,
+    /// Kind-specific key.
+    pub key: u64,
+}
+
+impl Key {
+    /// Build a key.
+    pub const fn new(ino: u64, kind: u8, key: u64) -> Self {
+        Key { ino, kind, key }
+    }
+    /// Encoded size.
+    pub const SIZE: usize = 17;
+    /// Encode.
+    pub fn put(&self, w: &mut Writer<'_>) -> Result<()> {
+        w.u64(self.ino)?;
+        w.u8(self.kind)?;
+        w.u64(self.key)
+    }
+    /// Decode.
+    pub fn get(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(Key { ino: r.u64()?, kind: r.u8()?, key: r.u64()? })
+    }
+}
+
+/// The location of a record on flash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Loc {
+    /// Segment number.
+    pub seg: u32,
+    /// Byte offset of the record header inside the segment.
+    pub off: u32,
+    /// Total record length (header + payload).
+    pub len: u32,
+}
+
+impl Loc {
+    /// Encoded size.
+    pub const SIZE: usize = 12;
+    /// Encode.
+    pub fn put(&self, w: &mut Writer<'_>) -> Result<()> {
+        w.u32(self.seg)?;
+        w.u32(self.off)?;
+        w.u32(self.len)
+    }
+    /// Decode.
+    pub fn get(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(Loc { seg: r.u32()?, off: r.u32()?, len: r.u32()? })
+    }
+}
+
+/// Size of a record header.
+pub const REC_HDR: usize = 48;
+
+/// A record header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecHdr {
+    /// Record type (see [`rtype`]).
+    pub rtype: u8,
+    /// Flags (see [`FLAG_CONT`]).
+    pub flags: u8,
+    /// CRC32C of the header (with this field zero) and the payload.
+    pub crc: u32,
+    /// Global sequence number of the record.
+    pub seq: u64,
+    /// Sequence number of the segment it lives in (from the segment header).
+    pub seg_seq: u64,
+    /// Index key of the record.
+    pub key: Key,
+    /// Payload length.
+    pub len: u32,
+}
+
+impl RecHdr {
+    /// Encode into the first `REC_HDR` bytes of `out`, computing the CRC over `payload`.
+    pub fn encode(&self, seed: u32, out: &mut [u8], payload: &[u8]) -> Result<()> {
+        let hdr = out.get_mut(..REC_HDR).ok_or(Error::Invalid)?;
+        {
+            let mut w = Writer::new(hdr);
+            w.u16(REC_MAGIC)?;
+            w.u8(self.rtype)?;
+            w.u8(self.flags)?;
+            w.u32(0)?;
+            w.u64(self.seq)?;
+            w.u64(self.seg_seq)?;
+            w.u64(self.key.ino)?;
+            w.u64(self.key.key)?;
+            w.u8(self.key.kind)?;
+            w.bytes(&[0, 0, 0])?;
+            w.u32(self.len)?;
+        }
+        let crc = crc32c_update(crc32c_update(seed, hdr), payload);
+        crate::engine::codec::put_u32(hdr, 4, crc)
+    }
+
+    /// Decode a header (no CRC check; see [`RecHdr::check`]).
+    pub fn decode(b: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(b);
+        if r.u16()? != REC_MAGIC {
+            return Err(Error::Corrupt);
+        }
+        let rtype = r.u8()?;
+        let flags = r.u8()?;
+        let crc = r.u32()?;
+        let seq = r.u64()?;
+        let seg_seq = r.u64()?;
+        let ino = r.u64()?;
+        let key = r.u64()?;
+        let kind = r.u8()?;
+        r.bytes(3)?;
+        let len = r.u32()?;
+        Ok(RecHdr { rtype, flags, crc, seq, seg_seq, key: Key { ino, kind, key }, len })
+    }
+
+    /// Verify the CRC of header bytes `hdr` (as read) and `payload`.
+    pub fn check(&self, seed: u32, hdr: &[u8], payload: &[u8]) -> bool {
+        let mut h = [0u8; REC_HDR];
+        match hdr.get(..REC_HDR) {
+            Some(s) => h.copy_from_slice(s),
+            None => return false,
+        }
+        if let Some(c) = h.get_mut(4..8) {
+            c.copy_from_slice(&[0, 0, 0, 0]);
+        }
+        crc32c_update(crc32c_update(seed, &h), payload) == self.crc
+    }
+}
+
+/// Seconds + nanoseconds timestamp (passed in by the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub struct Timespec {
+    /// Seconds since the epoch.
+    pub sec: i64,
+    /// Nanoseconds, < 1e9.
+    pub nsec: u32,
+}
+
+/// File type bits of `mode` (S_IFMT).
+pub const S_IFMT: u32 = 0o170000;
+/// Socket.
+pub const S_IFSOCK: u32 = 0o140000;
+/// Symlink.
+pub const S_IFLNK: u32 = 0o120000;
+/// Regular file.
+pub const S_IFREG: u32 = 0o100000;
+/// Block device.
+pub const S_IFBLK: u32 = 0o060000;
+/// Directory.
+pub const S_IFDIR: u32 = 0o040000;
+/// Character device.
+pub const S_IFCHR: u32 = 0o020000;
+/// FIFO.
+pub const S_IFIFO: u32 = 0o010000;
+
+/// File types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileType {
+    /// Regular file.
+    Regular,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+    /// Character device.
+    CharDev,
+    /// Block device.
+    BlockDev,
+    /// Named pipe.
+    Fifo,
+    /// Unix socket.
+    Socket,
+}
+
+impl FileType {
+    /// Type from mode bits.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & S_IFMT {
+            S_IFREG => FileType::Regular,
+            S_IFDIR => FileType::Dir,
+            S_IFLNK => FileType::Symlink,
+            S_IFCHR => FileType::CharDev,
+            S_IFBLK => FileType::BlockDev,
+            S_IFIFO => FileType::Fifo,
+            S_IFSOCK => FileType::Socket,
+            _ => return None,
+        })
+    }
+    /// The S_IFMT bits.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => S_IFREG,
+            FileType::Dir => S_IFDIR,
+            FileType::Symlink => S_IFLNK,
+            FileType::CharDev => S_IFCHR,
+            FileType::BlockDev => S_IFBLK,
+            FileType::Fifo => S_IFIFO,
+            FileType::Socket => S_IFSOCK,
+        }
+    }
+    /// The `d_type` value used by readdir (DT_*).
+    pub fn dtype(self) -> u8 {
+        match self {
+            FileType::Fifo => 1,
+            FileType::CharDev => 2,
+            FileType::Dir => 4,
+            FileType::BlockDev => 6,
+            FileType::Regular => 8,
+            FileType::Symlink => 10,
+            FileType::Socket => 12,
+        }
+    }
+}
+
+/// Inode attributes as stored on flash and returned to callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inode {
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Size in bytes (for directories: number of entries).
+    pub size: u64,
+    /// Access time.
+    pub atime: Timespec,
+    /// Modification time.
+    pub mtime: Timespec,
+    /// Status change time.
+    pub ctime: Timespec,
+    /// Device number for device nodes.
+    pub rdev: u32,
+    /// Inode flags (FS_*_FL), stored but not interpreted.
+    pub flags: u32,
+    /// Generation number (for NFS-style handles).
+    pub generation: u32,
+    /// Parent directory (directories only; the root is its own parent).
+    pub parent: u64,
+}
+
+/// Encoded inode payload size.
+pub const INODE_SIZE: usize = 8 + 4 * 4 + 8 + 3 * 12 + 4 * 3 + 8;
+
+impl Inode {
+    /// The file type.
+    pub fn file_type(&self) -> Option<FileType> {
+        FileType::from_mode(self.mode)
+    }
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR
+    }
+    /// Encode into `out` (INODE_SIZE bytes).
+    pub fn encode(&self, out: &mut [u8]) -> Result<()> {
+        let mut w = Writer::new(out);
+        w.u64(self.ino)?;
+        w.u32(self.mode)?;
+        w.u32(self.uid)?;
+        w.u32(self.gid)?;
+        w.u32(self.nlink)?;
+        w.u64(self.size)?;
+        for t in [self.atime, self.mtime, self.ctime] {
+            w.i64(t.sec)?;
+            w.u32(t.nsec)?;
+        }
+        w.u32(self.rdev)?;
+        w.u32(self.flags)?;
+        w.u32(self.generation)?;
+        w.u64(self.parent)
+    }
+    /// Decode.
+    pub fn decode(b: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(b);
+        let ino = r.u64()?;
+        let mode = r.u32()?;
+        let uid = r.u32()?;
+        let gid = r.u32()?;
+        let nlink = r.u32()?;
+        let size = r.u64()?;
+        let mut ts = [Timespec::default(); 3];
+        for t in ts.iter_mut() {
+            t.sec = r.i64()?;
+            t.nsec = r.u32()?;
+        }
+        let rdev = r.u32()?;
+        let flags = r.u32()?;
+        let generation = r.u32()?;
+        let parent = r.u64()?;
+        let [atime, mtime, ctime] = ts;
+        Ok(Inode { ino, mode, uid, gid, nlink, size, atime, mtime, ctime, rdev, flags, generation, parent })
+    }
+}
+
+/// The superblock, written twice at format time and never rewritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    /// Format version.
+    pub version: u32,
+    /// Compatible features.
+    pub compat: u64,
+    /// Incompatible features.
+    pub incompat: u64,
+    /// Read-only-compatible features.
+    pub ro_compat: u64,
+    /// Medium kind (0 NAND, 1 NOR, 2 block).
+    pub kind: u8,
+    /// Segment size.
+    pub segment_size: u32,
+    /// Segment count.
+    pub segment_count: u32,
+    /// Write unit.
+    pub write_unit: u32,
+    /// Creation time (seconds), also used as a volume identifier.
+    pub created: i64,
+    /// Volume serial number.
+    pub serial: u64,
+    /// The two superblock segments.
+    pub sb_segs: [u32; 2],
+    /// Segments per checkpoint area.
+    pub cp_area_segs: u32,
+    /// Checkpoint slot size in bytes (multiple of the write unit).
+    pub cp_slot_size: u32,
+    /// Checkpoint area segments: area A then area B.
+    pub cp_segs: [[u32; MAX_CP_SEGS]; 2],
+}
+
+/// Encoded superblock size.
+pub const SB_SIZE: usize = 4 + 4 + 4 + 8 * 3 + 1 + 4 * 3 + 8 + 8 + 8 + 4 + 4 + 4 * MAX_CP_SEGS * 2;
+
+impl Superblock {
+    /// Encode into `out` (SB_SIZE bytes).
+    pub fn encode(&self, out: &mut [u8]) -> Result<()> {
+        let b = out.get_mut(..SB_SIZE).ok_or(Error::Invalid)?;
+        {
+            let mut w = Writer::new(b);
+            w.u32(SB_MAGIC)?;
+            w.u32(0)?;
+            w.u32(self.version)?;
+            w.u64(self.compat)?;
+            w.u64(self.incompat)?;
+            w.u64(self.ro_compat)?;
+            w.u8(self.kind)?;
+            w.u32(self.segment_size)?;
+            w.u32(self.segment_count)?;
+            w.u32(self.write_unit)?;
+            w.i64(self.created)?;
+            w.u64(self.serial)?;
+            w.u32(self.sb_segs[0])?;
+            w.u32(self.sb_segs[1])?;
+            w.u32(self.cp_area_segs)?;
+            w.u32(self.cp_slot_size)?;
+            for a in &self.cp_segs {
+                for s in a {
+                    w.u32(*s)?;
+                }
+            }
+        }
+        let crc = crc32c(b);
+        crate::engine::codec::put_u32(b, 4, crc)
+    }
+
+    /// Decode and validate (magic + CRC).
+    pub fn decode(b: &[u8]) -> Result<Self> {
+        let b = b.get(..SB_SIZE).ok_or(Error::Corrupt)?;
+        let mut r = Reader::new(b);
+        if r.u32()? != SB_MAGIC {
+            return Err(Error::BadFormat);
+        }
+        let crc = r.u32()?;
+        let mut tmp = [0u8; SB_SIZE];
+        tmp.copy_from_slice(b);
+        crate::engine::codec::put_u32(&mut tmp, 4, 0)?;
+        if crc32c(&tmp) != crc {
+            return Err(Error::Corrupt);
+        }
+        let version = r.u32()?;
+        let compat = r.u64()?;
+        let incompat = r.u64()?;
+        let ro_compat = r.u64()?;
+        let kind = r.u8()?;
+        let segment_size = r.u32()?;
+        let segment_count = r.u32()?;
+        let write_unit = r.u32()?;
+        let created = r.i64()?;
+        let serial = r.u64()?;
+        let sb_segs = [r.u32()?, r.u32()?];
+        let cp_area_segs = r.u32()?;
+        let cp_slot_size = r.u32()?;
+        let mut cp_segs = [[NO_SEG; MAX_CP_SEGS]; 2];
+        for a in cp_segs.iter_mut() {
+            for s in a.iter_mut() {
+                *s = r.u32()?;
+            }
+        }
+        Ok(Superblock {
+            version,
+            compat,
+            incompat,
+            ro_compat,
+            kind,
+            segment_size,
+            segment_count,
+            write_unit,
+            created,
+            serial,
+            sb_segs,
+            cp_area_segs,
+            cp_slot_size,
+            cp_segs,
+        })
+    }
+}
+
+/// Segment states in the segment table.
+pub mod segstate {
+    /// Free: may be erased and allocated.
+    pub const FREE: u8 = 0;
+    /// Being written by a log head.
+    pub const OPEN: u8 = 1;
+    /// Written; may hold live records.
+    pub const FULL: u8 = 2;
+    /// Bad block, never used.
+    pub const BAD: u8 = 3;
+    /// Reserved as the next segment of a log head.
+    pub const RESERVED: u8 = 4;
+    /// Superblock or checkpoint area.
+    pub const META: u8 = 5;
+}
+
+/// One segment-table entry (persisted in every checkpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegInfo {
+    /// State (see [`segstate`]).
+    pub state: u8,
+    /// Flags: bit 0 = scrub requested (a corrected read was seen).
+    pub flags: u8,
+    /// Bytes of live records.
+    pub live: u32,
+    /// Erase count.
+    pub erases: u32,
+    /// Sequence number of the segment header (when last opened).
+    pub seq: u64,
+}
+
+/// Encoded size of a segment-table entry.
+pub const SEGINFO_SIZE: usize = 18;
+
+/// Per-head state persisted in a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeadState {
+    /// Current segment (NO_SEG if none).
+    pub seg: u32,
+    /// Next write offset in it.
+    pub off: u32,
+    /// Its segment sequence number.
+    pub seg_seq: u64,
+    /// Reserved next segment (NO_SEG if none).
+    pub next: u32,
+}
+
+/// Statistics counters (persisted in checkpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Bytes of file data written by users.
+    pub user_bytes: u64,
+    /// Bytes programmed to the medium (log, checkpoints).
+    pub programmed_bytes: u64,
+    /// Segment erases.
+    pub erases: u64,
+    /// Records moved by the garbage collector.
+    pub gc_records: u64,
+    /// Bytes moved by the garbage collector.
+    pub gc_bytes: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Records replayed at the last mount.
+    pub replayed: u64,
+    /// Segments retired as bad at run time.
+    pub retired: u64,
+    /// Free segments (computed, not persisted meaningfully).
+    pub free_segments: u64,
+}
+
+/// Checkpoint header size (before the segment table).
+pub const CP_HDR_SIZE: usize = 4 + 4 + 4 + 4 + 8 + 8 + 12 + 1 + 1 + 8 + 8 + NUM_HEADS * 20 + 8 * 8 + 4;
+
+/// The fixed part of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpHeader {
+    /// Checkpoint sequence: every record with a smaller seq is covered by it.
+    pub seq: u64,
+    /// Volume serial (must match the superblock).
+    pub serial: u64,
+    /// Total blob length in bytes.
+    pub len: u32,
+    /// Index root location (valid if `has_root`).
+    pub root: Loc,
+    /// Level of the root node (0 = leaf).
+    pub root_level: u8,
+    /// Whether the index has a root.
+    pub has_root: bool,
+    /// Next inode number to allocate.
+    pub next_ino: u64,
+    /// Next sequence number.
+    pub next_seq: u64,
+    /// Log heads.
+    pub heads: [HeadState; NUM_HEADS],
+    /// Counters.
+    pub stats: Stats,
+    /// Number of segment entries that follow.
+    pub seg_count: u32,
+}
+
+impl CpHeader {
+    /// Encode the header (CRC field left zero).
+    pub fn encode(&self, w: &mut Writer<'_>) -> Result<()> {
+        w.u32(CP_MAGIC)?;
+        w.u32(0)?; // crc
+        w.u32(FORMAT_VERSION)?;
+        w.u32(self.len)?;
+        w.u64(self.seq)?;
+        w.u64(self.serial)?;
+        self.root.put(w)?;
+        w.u8(self.root_level)?;
+        w.u8(u8::from(self.has_root))?;
+        w.u64(self.next_ino)?;
+        w.u64(self.next_seq)?;
+        for h in &self.heads {
+            w.u32(h.seg)?;
+            w.u32(h.off)?;
+            w.u64(h.seg_seq)?;
+            w.u32(h.next)?;
+        }
+        let s = &self.stats;
+        for v in [
+            s.user_bytes,
+            s.programmed_bytes,
+            s.erases,
+            s.gc_records,
+            s.gc_bytes,
+            s.checkpoints,
+            s.replayed,
+            s.retired,
+        ] {
+            w.u64(v)?;
+        }
+        w.u32(self.seg_count)
+    }
+
+    /// Decode the header; returns it and the stored CRC.
+    pub fn decode(r: &mut Reader<'_>) -> Result<(Self, u32)> {
+        if r.u32()? != CP_MAGIC {
+            return Err(Error::Corrupt);
+        }
+        let crc = r.u32()?;
+        if r.u32()? != FORMAT_VERSION {
+            return Err(Error::Corrupt);
+        }
+        let len = r.u32()?;
+        let seq = r.u64()?;
+        let serial = r.u64()?;
+        let root = Loc::get(r)?;
+        let root_level = r.u8()?;
+        let has_root = r.u8()? != 0;
+        let next_ino = r.u64()?;
+        let next_seq = r.u64()?;
+        let mut heads = [HeadState::default(); NUM_HEADS];
+        for h in heads.iter_mut() {
+            h.seg = r.u32()?;
+            h.off = r.u32()?;
+            h.seg_seq = r.u64()?;
+            h.next = r.u32()?;
+        }
+        let stats = Stats {
+            user_bytes: r.u64()?,
+            programmed_bytes: r.u64()?,
+            erases: r.u64()?,
+            gc_records: r.u64()?,
+            gc_bytes: r.u64()?,
+            checkpoints: r.u64()?,
+            replayed: r.u64()?,
+            retired: r.u64()?,
+            free_segments: 0,
+        };
+        let seg_count = r.u32()?;
+        Ok((
+            CpHeader { seq, serial, len, root, root_level, has_root, next_ino, next_seq, heads, stats, seg_count },
+            crc,
+        ))
+    }
+}
+
+/// Encode a segment-table entry.
+pub fn put_seginfo(w: &mut Writer<'_>, s: &SegInfo) -> Result<()> {
+    w.u8(s.state)?;
+    w.u8(s.flags)?;
+    w.u32(s.live)?;
+    w.u32(s.erases)?;
+    w.u64(s.seq)
+}
+
+/// Decode a segment-table entry.
+pub fn get_seginfo(r: &mut Reader<'_>) -> Result<SegInfo> {
+    Ok(SegInfo { state: r.u8()?, flags: r.u8()?, live: r.u32()?, erases: r.u32()?, seq: r.u64()? })
+}
+
+/// Segment header payload: head id, previous segment, next (reserved) segment.
+pub const SEGHDR_PAYLOAD: usize = 1 + 4 + 4;
+
+/// Name hash used for directory entries and xattrs (FNV-1a 64, folded to 55 bits, never 0).
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    let h = (h ^ (h >> 55)) & ((1u64 << 55) - 1);
+    if h == 0 {
+        1
+    } else {
+        h
+    }
+}

@@ -1,0 +1,1097 @@
+//! The filesystem object: format, mount, checkpoint, recovery, garbage collection, statistics.
+//! POSIX operations are in `posix.rs`.
+
+use crate::engine::codec::{Reader, Writer};
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::{Flash, FlashKind};
+use crate::engine::format::{
+    get_seginfo, kind, put_seginfo, rtype, segstate, CpHeader, Inode, Key, Loc, RecHdr, SegInfo,
+    Stats, Superblock, Timespec, CP_HDR_SIZE, FEATURE_COMPAT, FEATURE_INCOMPAT_HASHED_DIRS,
+    FEATURE_INCOMPAT_SUPPORTED, FEATURE_RO_COMPAT_SUPPORTED, FLAG_CONT, FORMAT_VERSION,
+    HEAD_COLD, HEAD_META, INODE_SIZE, MAX_CP_SEGS, NO_SEG, NUM_HEADS, REC_HDR,
+    SB_SIZE, SEGINFO_SIZE, S_IFDIR,
+};
+use crate::engine::index::Tree;
+use crate::engine::log::{Log, SEG_SCRUB};
+use crate::engine::platform::{FallibleVec, Platform};
+
+/// Inode number of the root directory.
+pub const ROOT_INO: u64 = 1;
+
+/// Options for [`Engine::format`].
+#[derive(Debug, Clone, Copy)]
+pub struct FormatOptions {
+    /// Volume serial number (mkfs should pass a random value).
+    pub serial: u64,
+    /// Owner of the root directory.
+    pub root_uid: u32,
+    /// Group of the root directory.
+    pub root_gid: u32,
+    /// Permission bits of the root directory.
+    pub root_mode: u32,
+}
+
+impl Default for FormatOptions {
+    fn default() -> Self {
+        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755 }
+    }
+}
+
+/// Options for [`Engine::mount`].
+#[derive(Debug, Clone, Copy)]
+pub struct MountOptions {
+    /// Maximum number of index nodes cached in RAM (each about 2 KiB).
+    pub cache_nodes: usize,
+    /// Static wear levelling threshold: when the erase-count spread exceeds it, background GC
+    /// moves the least-worn full segment.
+    pub wear_threshold: u32,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { cache_nodes: 256, wear_threshold: 1000 }
+    }
+}
+
+/// Filesystem statistics for statfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatFs {
+    /// Block size for the counts below.
+    pub block_size: u32,
+    /// Blocks usable for user data.
+    pub blocks: u64,
+    /// Blocks free.
+    pub blocks_free: u64,
+    /// Inodes allocated so far (next inode number - 1).
+    pub files: u64,
+    /// Maximum name length.
+    pub name_max: u32,
+}
+
+/// Segments always kept free for the metadata, the GC and the checkpoint of a full filesystem.
+pub const RESERVE_SEGS: u32 = 6;
+/// Segments kept free below which even deletions are refused.
+pub const RESERVE_DELETE: u32 = 2;
+
+/// A mounted ferrofs filesystem.
+pub struct Engine<P: Platform, F: Flash> {
+    pub(crate) log: Log<P, F>,
+    pub(crate) tree: Tree<P>,
+    pub(crate) sb: Superblock,
+    pub(crate) next_ino: u64,
+    cp_area: usize,
+    cp_next_slot: u32,
+    pub(crate) buf: P::Vec<u8>,
+    pub(crate) buf2: P::Vec<u8>,
+    pub(crate) opts: MountOptions,
+}
+
+fn round_up(v: u64, m: u64) -> u64 {
+    if m == 0 {
+        v
+    } else {
+        v.div_ceil(m).saturating_mul(m)
+    }
+}
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    // ------------------------------------------------------------------ format
+
+    /// Create a new, empty filesystem on `flash` (mkfs). Returns the flash.
+    pub fn format(mut flash: F, fo: &FormatOptions, now: Timespec) -> core::result::Result<F, (Error, F)> {
+        let geo = flash.geometry();
+        let wu = geo.write_unit;
+        if wu == 0
+            || geo.segment_size % wu != 0
+            || geo.segment_size < 16384
+            || geo.segment_size < wu.saturating_mul(4)
+            || geo.segment_count < 16
+        {
+            return Err((Error::Invalid, flash));
+        }
+        let mut segs = P::Vec::new();
+        for i in 0..geo.segment_count {
+            let bad = match flash.is_bad(i) {
+                Ok(b) => b,
+                Err(e) => return Err((e.into(), flash)),
+            };
+            let st = if bad { segstate::BAD } else { segstate::FREE };
+            if let Err(e) = segs.try_push(SegInfo { state: st, ..SegInfo::default() }) {
+                return Err((e, flash));
+            }
+        }
+        let slot = round_up(CP_HDR_SIZE as u64 + u64::from(geo.segment_count) * SEGINFO_SIZE as u64, u64::from(wu));
+        let area_segs = round_up(slot.saturating_mul(2), u64::from(geo.segment_size)) / u64::from(geo.segment_size);
+        if area_segs as usize > MAX_CP_SEGS || slot > u64::from(u32::MAX) {
+            return Err((Error::Invalid, flash));
+        }
+        let mut good = segs.as_slice().iter().enumerate().filter(|(_, s)| s.state == segstate::FREE).map(|(i, _)| i as u32);
+        let mut sb_segs = [NO_SEG; 2];
+        for s in sb_segs.iter_mut() {
+            *s = match good.next() {
+                Some(g) if g < 64 => g,
+                _ => return Err((Error::Io, flash)),
+            };
+        }
+        let mut cp_segs = [[NO_SEG; MAX_CP_SEGS]; 2];
+        for area in cp_segs.iter_mut() {
+            for s in area.iter_mut().take(area_segs as usize) {
+                *s = match good.next() {
+                    Some(g) => g,
+                    None => return Err((Error::NoSpace, flash)),
+                };
+            }
+        }
+        let sb = Superblock {
+            version: FORMAT_VERSION,
+            compat: FEATURE_COMPAT,
+            incompat: FEATURE_INCOMPAT_HASHED_DIRS,
+            ro_compat: 0,
+            kind: match geo.kind {
+                FlashKind::Nand => 0,
+                FlashKind::Nor => 1,
+                FlashKind::Block => 2,
+            },
+            segment_size: geo.segment_size,
+            segment_count: geo.segment_count,
+            write_unit: wu,
+            created: now.sec,
+            serial: fo.serial,
+            sb_segs,
+            cp_area_segs: area_segs as u32,
+            cp_slot_size: slot as u32,
+            cp_segs,
+        };
+        let meta: [u32; 2 + 2 * MAX_CP_SEGS] = {
+            let mut m = [NO_SEG; 2 + 2 * MAX_CP_SEGS];
+            let mut i = 0;
+            for s in sb_segs.iter().chain(cp_segs[0].iter()).chain(cp_segs[1].iter()) {
+                if let Some(x) = m.get_mut(i) {
+                    *x = *s;
+                }
+                i += 1;
+            }
+            m
+        };
+        for &m in meta.iter().filter(|&&m| m != NO_SEG) {
+            if let Some(s) = segs.as_mut_slice().get_mut(m as usize) {
+                s.state = segstate::META;
+            }
+        }
+        let log: Log<P, F> = Log::new(flash, segs, fo.serial as u32 ^ (fo.serial >> 32) as u32);
+        let mut eng = Engine {
+            log,
+            tree: Tree::new(64),
+            sb,
+            next_ino: ROOT_INO + 1,
+            cp_area: 1,
+            cp_next_slot: u32::MAX,
+            buf: P::Vec::new(),
+            buf2: P::Vec::new(),
+            opts: MountOptions::default(),
+        };
+        let r = eng.format_inner(fo, now, &meta);
+        match r {
+            Ok(()) => Ok(eng.log.flash),
+            Err(e) => Err((e, eng.log.flash)),
+        }
+    }
+
+    fn format_inner(&mut self, fo: &FormatOptions, now: Timespec, meta: &[u32]) -> Result<()> {
+        for &m in meta.iter().filter(|&&m| m != NO_SEG) {
+            self.log.erase(m)?;
+        }
+        let wu = self.log.geo.write_unit as usize;
+        let mut page = P::Vec::new();
+        page.try_resize(round_up(SB_SIZE as u64, wu as u64) as usize, 0xFFu8)?;
+        self.sb.encode(page.as_mut_slice())?;
+        for s in self.sb.sb_segs {
+            self.log.flash.write(s, 0, page.as_slice())?;
+        }
+        let root = Inode {
+            ino: ROOT_INO,
+            mode: S_IFDIR | (fo.root_mode & 0o7777),
+            uid: fo.root_uid,
+            gid: fo.root_gid,
+            nlink: 2,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            flags: 0,
+            generation: 0,
+            parent: ROOT_INO,
+        };
+        self.write_inode(&root, 0)?;
+        self.log.open_heads()?;
+        self.checkpoint()
+    }
+
+    // ------------------------------------------------------------------ mount
+
+    /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
+    pub fn mount(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
+        let geo = flash.geometry();
+        let mut log: Log<P, F> = Log::new(flash, P::Vec::new(), 0);
+        // superblock
+        let mut sb = None;
+        let mut page = P::Vec::new();
+        let wu = geo.write_unit.max(1) as usize;
+        if let Err(e) = page.try_resize(round_up(SB_SIZE as u64, wu as u64) as usize, 0u8) {
+            return Err((e, log.flash));
+        }
+        let mut bad_format = false;
+        for s in 0..geo.segment_count.min(64) {
+            if log.flash.is_bad(s).unwrap_or(true) {
+                continue;
+            }
+            if log.flash.read(s, 0, page.as_mut_slice()).is_err() {
+                continue;
+            }
+            match Superblock::decode(page.as_slice()) {
+                Ok(x) => {
+                    sb = Some(x);
+                    break;
+                }
+                Err(Error::BadFormat) => bad_format = true,
+                Err(_) => {}
+            }
+            let _ = bad_format;
+        }
+        let sb = match sb {
+            Some(s) => s,
+            None => return Err((Error::BadFormat, log.flash)),
+        };
+        if sb.version != FORMAT_VERSION
+            || sb.incompat & !FEATURE_INCOMPAT_SUPPORTED != 0
+            || sb.segment_size != geo.segment_size
+            || sb.segment_count != geo.segment_count
+            || sb.write_unit != geo.write_unit
+            || sb.cp_area_segs as usize > MAX_CP_SEGS
+            || sb.cp_area_segs == 0
+        {
+            return Err((Error::BadFormat, log.flash));
+        }
+        let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
+        log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
+        let mut eng = Engine {
+            log,
+            tree: Tree::new(opts.cache_nodes),
+            sb,
+            next_ino: ROOT_INO + 1,
+            cp_area: 0,
+            cp_next_slot: 0,
+            buf: P::Vec::new(),
+            buf2: P::Vec::new(),
+            opts,
+        };
+        if ro {
+            return Err((Error::ReadOnly, eng.log.flash));
+        }
+        match eng.mount_inner() {
+            Ok(()) => Ok(eng),
+            Err(e) => Err((e, eng.log.flash)),
+        }
+    }
+
+    fn slots_per_area(&self) -> u32 {
+        let area = u64::from(self.sb.cp_area_segs) * u64::from(self.sb.segment_size);
+        (area / u64::from(self.sb.cp_slot_size.max(1))) as u32
+    }
+
+    /// Read `out.len()` bytes of checkpoint area `a` at linear offset `off`.
+    fn cp_read(&mut self, a: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        let ss = u64::from(self.sb.segment_size);
+        let mut done = 0usize;
+        while done < out.len() {
+            let pos = off + done as u64;
+            let idx = (pos / ss) as usize;
+            let so = (pos % ss) as u32;
+            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
+            let n = ((ss - u64::from(so)) as usize).min(out.len() - done);
+            let part = out.get_mut(done..done + n).ok_or(Error::Corrupt)?;
+            self.log.flash.read(seg, so, part)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn cp_write(&mut self, a: usize, off: u64, data: &[u8]) -> Result<()> {
+        let ss = u64::from(self.sb.segment_size);
+        let mut done = 0usize;
+        while done < data.len() {
+            let pos = off + done as u64;
+            let idx = (pos / ss) as usize;
+            let so = (pos % ss) as u32;
+            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
+            let n = ((ss - u64::from(so)) as usize).min(data.len() - done);
+            let part = data.get(done..done + n).ok_or(Error::Corrupt)?;
+            self.log.flash.write(seg, so, part)?;
+            self.log.stats.programmed_bytes = self.log.stats.programmed_bytes.saturating_add(n as u64);
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn mount_inner(&mut self) -> Result<()> {
+        // 1. newest valid checkpoint
+        let slots = self.slots_per_area();
+        let slot_size = u64::from(self.sb.cp_slot_size);
+        let mut tried_below = u64::MAX;
+        let mut blob = P::Vec::new();
+        blob.try_resize(self.sb.cp_slot_size as usize, 0u8)?;
+        let found;
+        loop {
+            let mut best: Option<(u64, usize, u32)> = None;
+            for a in 0..2 {
+                for s in 0..slots {
+                    let mut hb = [0u8; CP_HDR_SIZE];
+                    if self.cp_read(a, u64::from(s) * slot_size, &mut hb).is_err() {
+                        continue;
+                    }
+                    if let Ok((h, _)) = CpHeader::decode(&mut Reader::new(&hb)) {
+                        if h.serial == self.sb.serial && h.seq < tried_below && best.map_or(true, |b| h.seq > b.0) {
+                            best = Some((h.seq, a, s));
+                        }
+                    }
+                }
+            }
+            let (seq, a, s) = match best {
+                Some(b) => b,
+                None => return Err(Error::Corrupt),
+            };
+            tried_below = seq;
+            if self.cp_read(a, u64::from(s) * slot_size, blob.as_mut_slice()).is_err() {
+                continue;
+            }
+            if let Ok(h) = self.validate_cp(blob.as_slice()) {
+                found = (h, a, s);
+                break;
+            }
+        }
+        let (cp, a, s) = found;
+        self.cp_area = a;
+        self.cp_next_slot = s.saturating_add(1);
+        // segment table
+        {
+            let b = blob.as_slice();
+            let mut r = Reader::new(b.get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
+            let mut segs = P::Vec::new();
+            for _ in 0..cp.seg_count {
+                let mut si = get_seginfo(&mut r)?;
+                if si.state > segstate::META {
+                    return Err(Error::Corrupt);
+                }
+                if si.live > self.sb.segment_size {
+                    return Err(Error::Corrupt);
+                }
+                if si.state == segstate::OPEN {
+                    si.state = segstate::FULL;
+                }
+                segs.try_push(si)?;
+            }
+            self.log.segs = segs;
+        }
+        drop(blob);
+        self.log.next_seq = cp.next_seq.max(cp.seq.saturating_add(1));
+        self.log.stats = cp.stats;
+        self.next_ino = cp.next_ino.max(ROOT_INO + 1);
+        self.tree.set_root(if cp.has_root { Some((cp.root, cp.root_level)) } else { None });
+        // 2. chains of segments written after the checkpoint
+        let mut streams: [Stream; NUM_HEADS] = [Stream::default(); NUM_HEADS];
+        let mut chains: P::Vec<(u32, u64)> = P::Vec::new();
+        for (h, st) in streams.iter_mut().enumerate() {
+            let hs = cp.heads.get(h).copied().unwrap_or_default();
+            st.chain_start = chains.len();
+            if hs.seg == NO_SEG {
+                st.chain_end = chains.len();
+                if hs.next != NO_SEG {
+                    self.release_reserved(hs.next)?;
+                }
+                continue;
+            }
+            chains.try_push((hs.seg, hs.seg_seq))?;
+            let (mut cur, mut cur_seq, mut next) = (hs.seg, hs.seg_seq, hs.next);
+            let mut guard = 0u32;
+            while next != NO_SEG && guard < self.sb.segment_count {
+                guard += 1;
+                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+                let r = self.log.read_seghdr(next, &mut tmp);
+                self.buf = tmp;
+                match r? {
+                    Some((sq, head, prev, nn)) if sq > cur_seq && prev == cur && head as usize == h => {
+                        let si = self.log.seg_mut(next)?;
+                        si.state = segstate::FULL;
+                        si.seq = sq;
+                        si.live = 0;
+                        chains.try_push((next, sq))?;
+                        cur = next;
+                        cur_seq = sq;
+                        next = nn;
+                    }
+                    _ => {
+                        self.release_reserved(next)?;
+                        break;
+                    }
+                }
+            }
+            if guard >= self.sb.segment_count {
+                return Err(Error::Corrupt);
+            }
+            if next != NO_SEG {
+                self.release_reserved(next)?;
+            }
+            st.chain_end = chains.len();
+            st.idx = st.chain_start;
+            st.off = hs.off;
+        }
+        // any other reserved segment goes back to the free pool
+        for s in self.log.segs.as_mut_slice() {
+            if s.state == segstate::RESERVED {
+                s.state = segstate::FREE;
+            }
+        }
+        // 3. roll forward
+        self.tree.set_replay(true);
+        let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq)?;
+        self.tree.set_replay(false);
+        self.log.stats.replayed = replayed;
+        // 4. reclaim orphans, then checkpoint so the next mount starts here
+        self.reclaim_orphans()?;
+        self.log.open_heads()?;
+        self.checkpoint()
+    }
+
+    fn release_reserved(&mut self, s: u32) -> Result<()> {
+        let si = self.log.seg_mut(s)?;
+        if si.state == segstate::RESERVED {
+            si.state = segstate::FREE;
+        }
+        Ok(())
+    }
+
+    fn validate_cp(&self, b: &[u8]) -> Result<CpHeader> {
+        let (h, crc) = CpHeader::decode(&mut Reader::new(b))?;
+        let len = h.len as usize;
+        if len > b.len() || len < CP_HDR_SIZE || h.serial != self.sb.serial || h.seg_count != self.sb.segment_count {
+            return Err(Error::Corrupt);
+        }
+        if len != CP_HDR_SIZE + h.seg_count as usize * SEGINFO_SIZE {
+            return Err(Error::Corrupt);
+        }
+        let body = b.get(..len).ok_or(Error::Corrupt)?;
+        let c = crate::engine::crc::crc32c_update(
+            crate::engine::crc::crc32c_update(crate::engine::crc::crc32c(body.get(..4).ok_or(Error::Corrupt)?), &[0, 0, 0, 0]),
+            body.get(8..).ok_or(Error::Corrupt)?,
+        );
+        if c != crc {
+            return Err(Error::Corrupt);
+        }
+        Ok(h)
+    }
+
+    /// Peek the next valid record of a stream.
+    fn stream_peek(&mut self, st: &mut Stream, chains: &[(u32, u64)], min_seq: u64) -> Result<()> {
+        if st.peeked.is_some() || st.done {
+            return Ok(());
+        }
+        loop {
+            if st.idx >= st.chain_end {
+                st.done = true;
+                return Ok(());
+            }
+            let (seg, seg_seq) = *chains.get(st.idx).ok_or(Error::Corrupt)?;
+            let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+            let r = self.log.scan(seg, st.off, seg_seq, &mut tmp);
+            self.buf = tmp;
+            match r? {
+                Some((h, loc)) => {
+                    st.off = loc.off.saturating_add(loc.len);
+                    if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX {
+                        continue;
+                    }
+                    if h.seq < min_seq {
+                        // stale data from before the checkpoint: the stream ends
+                        st.done = true;
+                        return Ok(());
+                    }
+                    st.peeked = Some((h, loc));
+                    return Ok(());
+                }
+                None => {
+                    // end of this segment's valid records; continue with the next segment of
+                    // the chain only if this one was properly completed (the next exists).
+                    st.idx += 1;
+                    st.off = 0;
+                }
+            }
+        }
+    }
+
+    fn replay(&mut self, streams: &mut [Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64) -> Result<u64> {
+        let mut count = 0u64;
+        let mut group: P::Vec<(RecHdr, Loc)> = P::Vec::new();
+        loop {
+            for st in streams.iter_mut() {
+                self.stream_peek(st, chains, min_seq)?;
+            }
+            let mut best: Option<(usize, u64)> = None;
+            for (i, st) in streams.iter().enumerate() {
+                if let Some((h, _)) = st.peeked {
+                    if best.map_or(true, |b| h.seq < b.1) {
+                        best = Some((i, h.seq));
+                    }
+                }
+            }
+            let (i, _) = match best {
+                Some(b) => b,
+                None => break,
+            };
+            let st = streams.get_mut(i).ok_or(Error::Corrupt)?;
+            let (h, loc) = st.peeked.take().ok_or(Error::Corrupt)?;
+            group.clear();
+            group.try_push((h, loc))?;
+            let mut complete = h.flags & FLAG_CONT == 0;
+            while !complete {
+                self.stream_peek(st, chains, min_seq)?;
+                match st.peeked.take() {
+                    Some((h2, l2)) => {
+                        complete = h2.flags & FLAG_CONT == 0;
+                        group.try_push((h2, l2))?;
+                    }
+                    None => break,
+                }
+            }
+            if !complete {
+                // a torn atomic operation: drop it and stop this stream
+                st.done = true;
+                continue;
+            }
+            for (h, loc) in group.as_slice() {
+                self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
+                self.apply(h, *loc)?;
+                count = count.saturating_add(1);
+            }
+        }
+        Ok(count)
+    }
+
+    /// Apply one replayed record to the index.
+    fn apply(&mut self, h: &RecHdr, loc: Loc) -> Result<()> {
+        match h.rtype {
+            rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
+                if h.rtype == rtype::INODE {
+                    self.next_ino = self.next_ino.max(h.key.ino.saturating_add(1));
+                }
+                self.idx_set(h.key, loc)
+            }
+            rtype::DELETE => {
+                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+                let r = self.log.read_record(loc, &mut tmp);
+                let range = r.and_then(|_| {
+                    let mut rd = Reader::new(tmp.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?);
+                    Ok((Key::get(&mut rd)?, Key::get(&mut rd)?))
+                });
+                self.buf = tmp;
+                let (a, b) = range?;
+                self.idx_del_range(a, b)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    // ------------------------------------------------------------------ index helpers
+
+    /// Point `key` at `loc`, keeping the segment usage table right.
+    pub(crate) fn idx_set(&mut self, key: Key, loc: Loc) -> Result<()> {
+        let old = self.tree.insert(&mut self.log, key, loc)?;
+        self.log.live_add(loc);
+        if let Some(o) = old {
+            crate::engine::index::NodeIo::dead(&mut self.log, o);
+        }
+        Ok(())
+    }
+
+    /// Look `key` up.
+    pub(crate) fn idx_get(&mut self, key: &Key) -> Result<Option<Loc>> {
+        self.tree.get(&mut self.log, key)
+    }
+
+    /// First key >= `from`.
+    pub(crate) fn idx_next(&mut self, from: &Key) -> Result<Option<(Key, Loc)>> {
+        self.tree.next(&mut self.log, from)
+    }
+
+    /// Remove every key in `[a, b]`.
+    pub(crate) fn idx_del_range(&mut self, a: Key, b: Key) -> Result<()> {
+        let mut from = a;
+        loop {
+            let (k, _) = match self.tree.next(&mut self.log, &from)? {
+                Some(x) if x.0 <= b => x,
+                _ => return Ok(()),
+            };
+            if let Some(o) = self.tree.remove(&mut self.log, &k)? {
+                crate::engine::index::NodeIo::dead(&mut self.log, o);
+            }
+            from = k;
+        }
+    }
+
+    /// Append a DELETE record for `[a, b]` to the metadata head and apply it.
+    pub(crate) fn delete_range(&mut self, a: Key, b: Key, flags: u8) -> Result<()> {
+        let mut p = [0u8; 2 * Key::SIZE];
+        {
+            let mut w = Writer::new(&mut p);
+            a.put(&mut w)?;
+            b.put(&mut w)?;
+        }
+        self.log.append(HEAD_META, rtype::DELETE, flags, a, &p)?;
+        self.idx_del_range(a, b)
+    }
+
+    /// Write an inode record and index it.
+    pub(crate) fn write_inode(&mut self, ino: &Inode, flags: u8) -> Result<()> {
+        let mut p = [0u8; INODE_SIZE];
+        ino.encode(&mut p)?;
+        let key = Key::new(ino.ino, kind::INODE, 0);
+        let loc = self.log.append(HEAD_META, rtype::INODE, flags, key, &p)?;
+        self.idx_set(key, loc)
+    }
+
+    /// Append a keyed record and index it.
+    pub(crate) fn put_record(&mut self, head: usize, rt: u8, flags: u8, key: Key, payload: &[u8]) -> Result<Loc> {
+        let loc = self.log.append(head, rt, flags, key, payload)?;
+        self.idx_set(key, loc)?;
+        Ok(loc)
+    }
+
+    /// Read the record for `key` into `self.buf`; returns the payload length.
+    pub(crate) fn read_key(&mut self, key: &Key) -> Result<Option<usize>> {
+        let loc = match self.idx_get(key)? {
+            Some(l) => l,
+            None => return Ok(None),
+        };
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        let r = self.log.read_record(loc, &mut tmp);
+        self.buf = tmp;
+        let h = r?;
+        if h.key != *key {
+            return Err(Error::Corrupt);
+        }
+        Ok(Some(h.len as usize))
+    }
+
+    /// Payload of the record last read by `read_key`.
+    pub(crate) fn payload(&self) -> &[u8] {
+        self.buf.as_slice().get(REC_HDR..).unwrap_or(&[])
+    }
+
+    // ------------------------------------------------------------------ checkpoint
+
+    /// Write a checkpoint: commit the index, flush every head, persist the segment table.
+    /// Segments whose records are all dead become free once it is on flash.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        self.tree.commit(&mut self.log)?;
+        self.log.flush_all()?;
+        let seq = self.log.next_seq;
+        self.log.next_seq = seq.saturating_add(1);
+        let (root, root_level, has_root) = match self.tree.root() {
+            Some((l, lv)) => (l, lv, true),
+            None => (Loc::default(), 0, false),
+        };
+        let count = self.log.segs.len();
+        let len = CP_HDR_SIZE + count * SEGINFO_SIZE;
+        let mut stats = self.log.stats;
+        stats.checkpoints = stats.checkpoints.saturating_add(1);
+        let hdr = CpHeader {
+            seq,
+            serial: self.sb.serial,
+            len: len as u32,
+            root,
+            root_level,
+            has_root,
+            next_ino: self.next_ino,
+            next_seq: self.log.next_seq,
+            heads: self.log.head_states(),
+            stats,
+            seg_count: count as u32,
+        };
+        let mut blob = core::mem::replace(&mut self.buf2, P::Vec::new());
+        let r = self.encode_cp(&hdr, &mut blob);
+        if r.is_err() {
+            self.buf2 = blob;
+            return r;
+        }
+        // choose a slot
+        let slots = self.slots_per_area();
+        if self.cp_next_slot >= slots {
+            let other = 1 - self.cp_area.min(1);
+            for i in 0..self.sb.cp_area_segs as usize {
+                let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
+                if let Err(e) = self.log.erase(s) {
+                    self.buf2 = blob;
+                    self.log.failed = true;
+                    return Err(e);
+                }
+                // the checkpoint area keeps its META state even if erase accounting touched it
+                if let Ok(si) = self.log.seg_mut(s) {
+                    si.state = segstate::META;
+                }
+            }
+            self.cp_area = other;
+            self.cp_next_slot = 0;
+        }
+        let off = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
+        let r = self.cp_write(self.cp_area, off, blob.as_slice());
+        self.buf2 = blob;
+        if let Err(e) = r {
+            self.log.failed = true;
+            return Err(e);
+        }
+        self.cp_next_slot = self.cp_next_slot.saturating_add(1);
+        self.log.flash.flush()?;
+        self.log.stats = stats;
+        self.log.need_checkpoint = false;
+        // free dead segments now that no checkpoint needs them
+        for s in self.log.segs.as_mut_slice() {
+            if s.state == segstate::FULL && s.live == 0 {
+                s.state = segstate::FREE;
+            }
+        }
+        Ok(())
+    }
+
+    fn encode_cp(&mut self, hdr: &CpHeader, blob: &mut P::Vec<u8>) -> Result<()> {
+        let slot = self.sb.cp_slot_size as usize;
+        blob.clear();
+        blob.try_resize(slot, 0u8)?;
+        let len = hdr.len as usize;
+        {
+            let b = blob.as_mut_slice();
+            let mut w = Writer::new(b);
+            hdr.encode(&mut w)?;
+            for s in self.log.segs.as_slice() {
+                let mut e = *s;
+                if e.state == segstate::FULL && e.live == 0 {
+                    e.state = segstate::FREE;
+                }
+                put_seginfo(&mut w, &e)?;
+            }
+            if w.pos() != len {
+                return Err(Error::Invalid);
+            }
+        }
+        let crc = crate::engine::crc::crc32c(blob.as_slice().get(..len).ok_or(Error::Invalid)?);
+        crate::engine::codec::put_u32(blob.as_mut_slice(), 4, crc)
+    }
+
+    // ------------------------------------------------------------------ orphans
+
+    fn reclaim_orphans(&mut self) -> Result<()> {
+        loop {
+            let k = match self.idx_next(&Key::new(0, kind::ORPHAN, 0))? {
+                Some((k, _)) if k.ino == 0 && k.kind == kind::ORPHAN => k,
+                _ => return Ok(()),
+            };
+            self.destroy_inode(k.key)?;
+            self.maybe_commit()?;
+        }
+    }
+
+    /// Delete every record of inode `ino` and its orphan entry (one atomic group).
+    pub(crate) fn destroy_inode(&mut self, ino: u64) -> Result<()> {
+        self.delete_range(Key::new(ino, 0, 0), Key::new(ino, u8::MAX, u64::MAX), FLAG_CONT)?;
+        let ok = Key::new(0, kind::ORPHAN, ino);
+        self.delete_range(ok, ok, 0)
+    }
+
+    /// Checkpoint if the index cache is getting full of dirty nodes or a head lost its chain.
+    pub(crate) fn maybe_commit(&mut self) -> Result<()> {
+        if self.tree.needs_commit() || self.log.need_checkpoint {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ space and GC
+
+    /// Make sure at least `min_free` segments are free, running the GC if needed.
+    pub(crate) fn ensure_space(&mut self, min_free: u32) -> Result<()> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        let mut guard = self.sb.segment_count.saturating_mul(2);
+        while self.log.free_count() < min_free {
+            if guard == 0 {
+                return Err(Error::NoSpace);
+            }
+            guard -= 1;
+            if self.pending_free() > 0 {
+                self.checkpoint()?;
+                continue;
+            }
+            if !self.gc_once(false, min_free)? {
+                return Err(Error::NoSpace);
+            }
+        }
+        Ok(())
+    }
+
+    fn pending_free(&self) -> u32 {
+        self.log.segs.as_slice().iter().filter(|s| s.state == segstate::FULL && s.live == 0).count() as u32
+    }
+
+    /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace.
+    pub(crate) fn capacity_bytes(&self) -> u64 {
+        let main = self
+            .log
+            .segs
+            .as_slice()
+            .iter()
+            .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
+            .count() as u64;
+        let usable = main.saturating_sub(u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2);
+        usable.saturating_mul(u64::from(self.sb.segment_size)) / 8 * 7
+    }
+
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.log.segs.as_slice().iter().map(|s| u64::from(s.live)).sum()
+    }
+
+    fn is_head_seg(&self, s: u32) -> bool {
+        self.log.heads.iter().any(|h| h.seg == s || h.next == s)
+    }
+
+    fn pick_victim(&self, background: bool) -> Option<u32> {
+        let ss = u64::from(self.sb.segment_size);
+        let now = self.log.next_seq;
+        let mut best: Option<(u32, u64)> = None;
+        let mut minmax: Option<(u32, u32, u32)> = None; // (min erases full seg, its idx, max erases)
+        let mut maxe = 0u32;
+        for (i, s) in self.log.segs.as_slice().iter().enumerate() {
+            let i = i as u32;
+            if s.state != segstate::BAD && s.state != segstate::META {
+                maxe = maxe.max(s.erases);
+            }
+            if s.state != segstate::FULL || self.is_head_seg(i) {
+                continue;
+            }
+            if s.flags & SEG_SCRUB != 0 {
+                return Some(i);
+            }
+            if minmax.map_or(true, |m| s.erases < m.0) {
+                minmax = Some((s.erases, i, 0));
+            }
+            let live = u64::from(s.live);
+            let score = if background {
+                // cost-benefit: (1 - u) * age / (1 + u), scaled
+                let age = now.saturating_sub(s.seq).max(1);
+                ss.saturating_sub(live).saturating_mul(age) / ss.saturating_add(live).max(1)
+            } else {
+                ss.saturating_sub(live)
+            };
+            if live < ss && best.map_or(true, |b| score > b.1) {
+                best = Some((i, score));
+            }
+        }
+        if background {
+            if let Some((mine, idx, _)) = minmax {
+                if maxe.saturating_sub(mine) > self.opts.wear_threshold {
+                    return Some(idx);
+                }
+            }
+        }
+        best.map(|b| b.0)
+    }
+
+    /// One bounded step of garbage collection: move the live records of one victim segment.
+    /// `background` selects cost-benefit victim choice and static wear levelling; otherwise
+    /// greedy. Returns whether any work was done.
+    pub fn gc_step(&mut self, background: bool) -> Result<bool> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        if self.log.free_count() < RESERVE_DELETE {
+            if self.pending_free() > 0 {
+                self.checkpoint()?;
+                return Ok(true);
+            }
+        }
+        self.gc_once(background, 0)
+    }
+
+    fn gc_once(&mut self, background: bool, _min_free: u32) -> Result<bool> {
+        let v = match self.pick_victim(background) {
+            Some(v) => v,
+            None => return Ok(false),
+        };
+        let vi = *self.log.seg(v)?;
+        if vi.live == 0 {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        if !background && u64::from(vi.live) * 10 > u64::from(self.sb.segment_size) * 9 && vi.flags & SEG_SCRUB == 0 {
+            // moving this segment would gain (almost) nothing
+            return Ok(false);
+        }
+        let mut off = 0u32;
+        loop {
+            let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
+            let r = self.log.scan(v, off, vi.seq, &mut tmp);
+            let (h, loc) = match r {
+                Ok(Some(x)) => x,
+                Ok(None) => {
+                    self.buf2 = tmp;
+                    break;
+                }
+                Err(e) => {
+                    self.buf2 = tmp;
+                    return Err(e);
+                }
+            };
+            off = loc.off.saturating_add(loc.len);
+            let res = self.gc_record(&h, loc, &tmp);
+            self.buf2 = tmp;
+            res?;
+            if self.log.seg(v)?.live == 0 {
+                break;
+            }
+        }
+        let left = self.log.seg(v)?.live;
+        if left != 0 {
+            // something live could not be read back: keep the segment, never erase live data
+            let si = self.log.seg_mut(v)?;
+            si.flags &= !SEG_SCRUB;
+            return Err(Error::Corrupt);
+        }
+        self.maybe_commit()?;
+        if self.log.free_count() <= RESERVE_DELETE {
+            self.checkpoint()?;
+        }
+        Ok(true)
+    }
+
+    fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {
+        match h.rtype {
+            rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
+                if self.idx_get(&h.key)? == Some(loc) {
+                    let payload = rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
+                    let head = if h.rtype == rtype::DATA { HEAD_COLD } else { HEAD_META };
+                    let nl = self.log.append(head, h.rtype, 0, h.key, payload)?;
+                    self.idx_set(h.key, nl)?;
+                    self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
+                    self.log.stats.gc_bytes = self.log.stats.gc_bytes.saturating_add(u64::from(loc.len));
+                }
+                Ok(())
+            }
+            rtype::INDEX => {
+                let level = *rec.as_slice().get(REC_HDR).ok_or(Error::Corrupt)?;
+                if self.tree.node_live(&mut self.log, loc, &h.key, level, true)? {
+                    self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    // ------------------------------------------------------------------ misc
+
+    /// Write a checkpoint (the `sync` of the VFS).
+    pub fn sync(&mut self) -> Result<()> {
+        self.checkpoint()
+    }
+
+    /// Checkpoint and give the medium back.
+    pub fn unmount(mut self) -> core::result::Result<F, (Error, F)> {
+        match self.checkpoint() {
+            Ok(()) => Ok(self.log.flash),
+            Err(e) => Err((e, self.log.flash)),
+        }
+    }
+
+    /// Give the medium back without writing anything (what a crash leaves behind, modulo
+    /// unflushed buffers).
+    pub fn into_flash(self) -> F {
+        self.log.flash
+    }
+
+    /// Borrow the medium.
+    pub fn flash(&mut self) -> &mut F {
+        &mut self.log.flash
+    }
+
+    /// Statistics counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.log.stats;
+        s.free_segments = u64::from(self.log.free_count());
+        s
+    }
+
+    /// Filesystem usage for statfs.
+    pub fn statfs(&self) -> StatFs {
+        let cap = self.capacity_bytes();
+        let live = self.live_bytes();
+        StatFs {
+            block_size: crate::engine::format::BLOCK_SIZE,
+            blocks: cap / u64::from(crate::engine::format::BLOCK_SIZE),
+            blocks_free: cap.saturating_sub(live) / u64::from(crate::engine::format::BLOCK_SIZE),
+            files: self.next_ino.saturating_sub(1),
+            name_max: crate::engine::format::NAME_MAX as u32,
+        }
+    }
+
+    /// Whether the engine stopped accepting writes after an I/O failure.
+    pub fn is_failed(&self) -> bool {
+        self.log.failed
+    }
+
+    /// Number of index nodes cached in RAM.
+    pub fn cached_nodes(&self) -> usize {
+        self.tree.cached()
+    }
+
+    /// Consistency check: recompute every segment's live bytes from the index and compare them
+    /// with the segment table. Returns the first mismatch as (segment, table, computed).
+    pub fn check(&mut self) -> Result<Option<(u32, u32, u32)>> {
+        let mut live: P::Vec<u32> = P::Vec::new();
+        live.try_resize(self.log.segs.len(), 0)?;
+        {
+            let lv = &mut live;
+            let mut bad = false;
+            self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| {
+                match lv.as_mut_slice().get_mut(l.seg as usize) {
+                    Some(x) => *x = x.saturating_add(l.len),
+                    None => bad = true,
+                }
+            })?;
+            if bad {
+                return Err(Error::Corrupt);
+            }
+        }
+        for (i, (s, c)) in self.log.segs.as_slice().iter().zip(live.as_slice()).enumerate() {
+            if s.live != *c {
+                return Ok(Some((i as u32, s.live, *c)));
+            }
+            if *c != 0 && s.state == segstate::FREE {
+                return Ok(Some((i as u32, u32::MAX, *c)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Replay cursor over one head's chain.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stream {
+    chain_start: usize,
+    chain_end: usize,
+    idx: usize,
+    off: u32,
+    peeked: Option<(RecHdr, Loc)>,
+    done: bool,
+}

@@ -1,0 +1,584 @@
+//! The log: segments written sequentially by a few heads, the segment table, record I/O.
+
+use crate::engine::codec::{Reader, Writer};
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::{Flash, Geometry, ReadStatus};
+use crate::engine::format::{
+    rtype, segstate, HeadState, Key, Loc, RecHdr, SegInfo, Stats, NO_SEG, NUM_HEADS, REC_HDR,
+    SEGHDR_PAYLOAD,
+};
+use crate::engine::index::NodeIo;
+use crate::engine::platform::{FallibleVec, Platform};
+
+/// Segment flag: a corrected read was seen, scrub (rewrite) the segment.
+pub const SEG_SCRUB: u8 = 1;
+
+/// One log head.
+pub struct Head<P: Platform> {
+    /// Current segment or NO_SEG.
+    pub seg: u32,
+    /// Its sequence number.
+    pub seg_seq: u64,
+    /// Offset where the next record goes.
+    pub pos: u32,
+    /// Offset of the first unflushed byte (start of `buf`).
+    pub buf_start: u32,
+    /// Unflushed bytes.
+    pub buf: P::Vec<u8>,
+    /// Reserved next segment (written in this segment's header) or NO_SEG.
+    pub next: u32,
+}
+
+impl<P: Platform> Head<P> {
+    fn new() -> Self {
+        Head { seg: NO_SEG, seg_seq: 0, pos: 0, buf_start: 0, buf: P::Vec::new(), next: NO_SEG }
+    }
+}
+
+/// The log.
+pub struct Log<P: Platform, F: Flash> {
+    /// The medium.
+    pub flash: F,
+    /// Its geometry.
+    pub geo: Geometry,
+    /// Segment table.
+    pub segs: P::Vec<SegInfo>,
+    /// The heads.
+    pub heads: [Head<P>; NUM_HEADS],
+    /// Next sequence number.
+    pub next_seq: u64,
+    /// Counters.
+    pub stats: Stats,
+    /// CRC seed (from the volume serial).
+    pub seed: u32,
+    /// A head had to open a segment that is not chained from its previous one: a checkpoint is
+    /// required before the new records are durable.
+    pub need_checkpoint: bool,
+    /// Set after an unrecoverable write error: every later mutation fails with ReadOnly.
+    pub failed: bool,
+    /// Scratch buffer for record reads.
+    pub scratch: P::Vec<u8>,
+    /// Flush size (preferred write, multiple of the write unit).
+    pub chunk: u32,
+}
+
+impl<P: Platform, F: Flash> Log<P, F> {
+    /// A log over `flash` with `segs` as segment table.
+    pub fn new(flash: F, segs: P::Vec<SegInfo>, seed: u32) -> Self {
+        let geo = flash.geometry();
+        let wu = geo.write_unit.max(1);
+        let mut chunk = geo.preferred_write;
+        if chunk < wu || chunk % wu != 0 || chunk > geo.segment_size {
+            chunk = wu;
+        }
+        Log {
+            flash,
+            geo,
+            segs,
+            heads: [Head::new(), Head::new(), Head::new()],
+            next_seq: 1,
+            stats: Stats::default(),
+            seed,
+            need_checkpoint: false,
+            failed: false,
+            scratch: P::Vec::new(),
+            chunk,
+        }
+    }
+
+    /// Segment info.
+    pub fn seg(&self, s: u32) -> Result<&SegInfo> {
+        self.segs.as_slice().get(s as usize).ok_or(Error::Corrupt)
+    }
+
+    /// Mutable segment info.
+    pub fn seg_mut(&mut self, s: u32) -> Result<&mut SegInfo> {
+        self.segs.as_mut_slice().get_mut(s as usize).ok_or(Error::Corrupt)
+    }
+
+    /// Count live bytes of a record.
+    pub fn live_add(&mut self, loc: Loc) {
+        if let Ok(s) = self.seg_mut(loc.seg) {
+            s.live = s.live.saturating_add(loc.len);
+        }
+    }
+
+    /// Number of free segments.
+    pub fn free_count(&self) -> u32 {
+        self.segs.as_slice().iter().filter(|s| s.state == segstate::FREE).count() as u32
+    }
+
+    /// Heads' persistent state.
+    pub fn head_states(&self) -> [HeadState; NUM_HEADS] {
+        let mut out = [HeadState::default(); NUM_HEADS];
+        for (o, h) in out.iter_mut().zip(self.heads.iter()) {
+            *o = HeadState { seg: h.seg, off: h.pos, seg_seq: h.seg_seq, next: h.next };
+        }
+        out
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq = self.next_seq.saturating_add(1);
+        s
+    }
+
+    /// Pick the least-worn free segment and mark it reserved.
+    pub fn alloc_free(&mut self) -> Option<u32> {
+        let mut best: Option<(u32, u32)> = None;
+        for (i, s) in self.segs.as_slice().iter().enumerate() {
+            if s.state == segstate::FREE && best.map_or(true, |(_, e)| s.erases < e) {
+                best = Some((i as u32, s.erases));
+            }
+        }
+        let (i, _) = best?;
+        if let Ok(s) = self.seg_mut(i) {
+            s.state = segstate::RESERVED;
+        }
+        Some(i)
+    }
+
+    /// Erase `seg`, counting it. A failed erase marks the segment bad.
+    pub fn erase(&mut self, seg: u32) -> Result<()> {
+        match self.flash.erase(seg) {
+            Ok(()) => {
+                self.stats.erases = self.stats.erases.saturating_add(1);
+                let s = self.seg_mut(seg)?;
+                s.erases = s.erases.saturating_add(1);
+                s.flags = 0;
+                Ok(())
+            }
+            Err(crate::engine::flash::FlashError::EraseFailed) => {
+                let _ = self.flash.mark_bad(seg);
+                self.stats.retired = self.stats.retired.saturating_add(1);
+                let s = self.seg_mut(seg)?;
+                s.state = segstate::BAD;
+                s.live = 0;
+                Err(Error::Io)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Program `buf` at `off` of `seg`.
+    fn program(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<()> {
+        if self.failed {
+            return Err(Error::ReadOnly);
+        }
+        match self.flash.write(seg, off, buf) {
+            Ok(()) => {
+                self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(buf.len() as u64);
+                Ok(())
+            }
+            Err(e) => {
+                // Fail-stop: the in-RAM state no longer matches the medium.
+                self.failed = true;
+                if e == crate::engine::flash::FlashError::WriteFailed {
+                    if let Ok(s) = self.seg_mut(seg) {
+                        s.flags |= SEG_SCRUB;
+                    }
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Open a new segment for head `h`: use the reserved next segment, or any free one.
+    fn open_segment(&mut self, h: usize) -> Result<()> {
+        let prev = self.heads.get(h).ok_or(Error::Invalid)?.seg;
+        let mut chained = prev != NO_SEG;
+        let mut cand = self.heads.get(h).ok_or(Error::Invalid)?.next;
+        let seg = loop {
+            let s = if cand != NO_SEG {
+                cand
+            } else {
+                chained = false;
+                self.alloc_free().ok_or(Error::NoSpace)?
+            };
+            cand = NO_SEG;
+            match self.erase(s) {
+                Ok(()) => break s,
+                Err(Error::Io) => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if !chained {
+            self.need_checkpoint = true;
+        }
+        let next = self.alloc_free().unwrap_or(NO_SEG);
+        let seg_seq = self.take_seq();
+        {
+            let si = self.seg_mut(seg)?;
+            si.state = segstate::OPEN;
+            si.live = 0;
+            si.seq = seg_seq;
+            si.flags = 0;
+        }
+        {
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            hd.seg = seg;
+            hd.seg_seq = seg_seq;
+            hd.pos = 0;
+            hd.buf_start = 0;
+            hd.buf.clear();
+            hd.next = next;
+        }
+        let mut payload = [0u8; SEGHDR_PAYLOAD];
+        {
+            let mut w = Writer::new(&mut payload);
+            w.u8(h as u8)?;
+            w.u32(prev)?;
+            w.u32(next)?;
+        }
+        self.append_raw(h, rtype::SEGHDR, 0, Key::new(0, 0, u64::from(seg)), &payload, seg_seq)?;
+        Ok(())
+    }
+
+    /// Open a segment for every head that has none (so the next checkpoint chains them).
+    pub fn open_heads(&mut self) -> Result<()> {
+        for h in 0..NUM_HEADS {
+            if self.heads.get(h).ok_or(Error::Invalid)?.seg == NO_SEG {
+                self.open_segment(h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Close head `h`'s segment (flush, mark full).
+    fn close_segment(&mut self, h: usize) -> Result<()> {
+        self.flush_head(h)?;
+        let seg = self.heads.get(h).ok_or(Error::Invalid)?.seg;
+        if seg != NO_SEG {
+            self.seg_mut(seg)?.state = segstate::FULL;
+        }
+        Ok(())
+    }
+
+    /// Detach every head from its segment (segments become full, reserved ones free again).
+    pub fn retire_heads(&mut self) -> Result<()> {
+        for h in 0..NUM_HEADS {
+            self.close_segment(h)?;
+            let (next, hd) = {
+                let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+                let n = hd.next;
+                hd.seg = NO_SEG;
+                hd.next = NO_SEG;
+                hd.pos = 0;
+                hd.buf_start = 0;
+                (n, ())
+            };
+            let _ = hd;
+            if next != NO_SEG {
+                let s = self.seg_mut(next)?;
+                if s.state == segstate::RESERVED {
+                    s.state = segstate::FREE;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wu(&self) -> u32 {
+        self.geo.write_unit.max(1)
+    }
+
+    /// Where a record would start if the head is at `pos`: records never start in the last
+    /// `REC_HDR - 1` bytes of a write unit.
+    pub fn align_pos(wu: u32, pos: u32) -> u32 {
+        let rem = wu - pos % wu;
+        if (rem as usize) < REC_HDR && rem != wu {
+            pos.saturating_add(rem)
+        } else {
+            pos
+        }
+    }
+
+    fn push_bytes(&mut self, h: usize, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let chunk = self.chunk as usize;
+            let (seg, full) = {
+                let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+                let space = chunk.saturating_sub(hd.buf.len());
+                let take = space.min(data.len());
+                let (a, b) = data.split_at(take);
+                hd.buf.try_extend_from_slice(a)?;
+                data = b;
+                (hd.seg, hd.buf.len() >= chunk)
+            };
+            if full {
+                let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
+                let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
+                let r = self.program(seg, start, buf.as_slice());
+                let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+                hd.buf = buf;
+                r?;
+                hd.buf.clear();
+                hd.buf_start = start.saturating_add(self.chunk);
+            }
+        }
+        Ok(())
+    }
+
+    fn append_raw(&mut self, h: usize, rt: u8, flags: u8, key: Key, payload: &[u8], seq: u64) -> Result<Loc> {
+        let wu = self.wu();
+        let (seg, seg_seq, pos) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.seg_seq, hd.pos)
+        };
+        let start = Self::align_pos(wu, pos);
+        if start > pos {
+            let zeros = [0u8; REC_HDR];
+            self.push_bytes(h, zeros.get(..(start - pos) as usize).ok_or(Error::Invalid)?)?;
+        }
+        let hdr = RecHdr { rtype: rt, flags, crc: 0, seq, seg_seq, key, len: payload.len() as u32 };
+        let mut hb = [0u8; REC_HDR];
+        hdr.encode(self.seed, &mut hb, payload)?;
+        self.push_bytes(h, &hb)?;
+        self.push_bytes(h, payload)?;
+        let len = (REC_HDR + payload.len()) as u32;
+        let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+        hd.pos = start.saturating_add(len);
+        Ok(Loc { seg, off: start, len })
+    }
+
+    /// Append a record to head `h`, switching segments as needed. Returns its location.
+    pub fn append(&mut self, h: usize, rt: u8, flags: u8, key: Key, payload: &[u8]) -> Result<Loc> {
+        if self.failed {
+            return Err(Error::ReadOnly);
+        }
+        let need = (REC_HDR + payload.len()) as u32;
+        if need.saturating_add(REC_HDR as u32 * 2 + self.wu()) > self.geo.segment_size {
+            return Err(Error::Invalid);
+        }
+        let (seg, pos) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.pos)
+        };
+        if seg == NO_SEG {
+            self.open_segment(h)?;
+        } else {
+            let start = Self::align_pos(self.wu(), pos);
+            if start.saturating_add(need) > self.geo.segment_size {
+                self.close_segment(h)?;
+                self.open_segment(h)?;
+            }
+        }
+        let seq = self.take_seq();
+        self.append_raw(h, rt, flags, key, payload, seq)
+    }
+
+    /// Write out head `h`'s buffer, padding to a write-unit boundary.
+    pub fn flush_head(&mut self, h: usize) -> Result<()> {
+        let wu = self.wu();
+        let (seg, len, pos, seg_seq) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.buf.len(), hd.pos, hd.seg_seq)
+        };
+        if seg == NO_SEG || len == 0 {
+            return Ok(());
+        }
+        let rem = (wu - pos % wu) % wu;
+        if rem as usize >= REC_HDR {
+            let plen = rem as usize - REC_HDR;
+            let seq = self.take_seq();
+            let hdr = RecHdr { rtype: rtype::PAD, flags: 0, crc: 0, seq, seg_seq, key: Key::default(), len: plen as u32 };
+            let mut hb = [0u8; REC_HDR];
+            // the payload is zeros; compute the CRC over them in pieces
+            let zeros = [0u8; 64];
+            let mut crc_payload_len = plen;
+            let _ = &mut crc_payload_len;
+            {
+                // Build CRC over header+zeros without allocating.
+                hdr.encode(self.seed, &mut hb, &[])?;
+                let mut c = crate::engine::crc::crc32c_update(self.seed, &{
+                    let mut t = hb;
+                    if let Some(x) = t.get_mut(4..8) {
+                        x.copy_from_slice(&[0, 0, 0, 0]);
+                    }
+                    t
+                });
+                let mut left = plen;
+                while left > 0 {
+                    let n = left.min(zeros.len());
+                    c = crate::engine::crc::crc32c_update(c, zeros.get(..n).unwrap_or(&[]));
+                    left -= n;
+                }
+                crate::engine::codec::put_u32(&mut hb, 4, c)?;
+            }
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            hd.buf.try_extend_from_slice(&hb)?;
+            let target = hd.buf.len() + plen;
+            hd.buf.try_resize(target, 0)?;
+        } else if rem > 0 {
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            let target = hd.buf.len() + rem as usize;
+            hd.buf.try_resize(target, 0)?;
+        }
+        let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
+        let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
+        let r = self.program(seg, start, buf.as_slice());
+        let blen = buf.len() as u32;
+        let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+        hd.buf = buf;
+        r?;
+        hd.buf.clear();
+        hd.buf_start = start.saturating_add(blen);
+        hd.pos = hd.buf_start;
+        Ok(())
+    }
+
+    /// Flush every head (data heads first, then metadata) and the device cache.
+    pub fn flush_all(&mut self) -> Result<()> {
+        for h in [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META] {
+            self.flush_head(h)?;
+        }
+        self.flash.flush().map_err(Error::from)
+    }
+
+    /// Read raw bytes, taking unflushed head buffers into account.
+    pub fn read_bytes(&mut self, seg: u32, off: u32, out: &mut [u8]) -> Result<()> {
+        let end = off.checked_add(out.len() as u32).ok_or(Error::Corrupt)?;
+        if end > self.geo.segment_size {
+            return Err(Error::Corrupt);
+        }
+        let mut flash_end = end;
+        let mut from_buf: Option<(usize, u32)> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if h.seg == seg && !h.buf.is_empty() && end > h.buf_start {
+                flash_end = flash_end.min(h.buf_start.max(off));
+                from_buf = Some((i, h.buf_start));
+            }
+        }
+        if flash_end > off {
+            let n = (flash_end - off) as usize;
+            let part = out.get_mut(..n).ok_or(Error::Corrupt)?;
+            match self.flash.read(seg, off, part) {
+                Ok(ReadStatus::Clean) => {}
+                Ok(ReadStatus::Corrected) => {
+                    if let Ok(s) = self.seg_mut(seg) {
+                        s.flags |= SEG_SCRUB;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some((h, bstart)) = from_buf {
+            let hd = self.heads.get(h).ok_or(Error::Corrupt)?;
+            let from = flash_end.max(off);
+            let bo = (from - bstart) as usize;
+            let n = (end - from) as usize;
+            let src = hd.buf.as_slice().get(bo..bo + n).ok_or(Error::Corrupt)?;
+            let oo = (from - off) as usize;
+            out.get_mut(oo..oo + n).ok_or(Error::Corrupt)?.copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// Read and verify the record at `loc` into `out` (header + payload).
+    pub fn read_record(&mut self, loc: Loc, out: &mut P::Vec<u8>) -> Result<RecHdr> {
+        if (loc.len as usize) < REC_HDR || loc.len > self.geo.segment_size {
+            return Err(Error::Corrupt);
+        }
+        out.clear();
+        out.try_resize(loc.len as usize, 0)?;
+        self.read_bytes(loc.seg, loc.off, out.as_mut_slice())?;
+        let b = out.as_slice();
+        let hdr = RecHdr::decode(b)?;
+        if hdr.len as usize + REC_HDR != loc.len as usize {
+            return Err(Error::Corrupt);
+        }
+        let (h, p) = b.split_at(REC_HDR);
+        if !hdr.check(self.seed, h, p) {
+            return Err(Error::Corrupt);
+        }
+        Ok(hdr)
+    }
+
+    /// Scan the record starting at or after `off` in `seg` whose segment sequence must be
+    /// `seg_seq`. Returns the header, its location and the offset after it; None at the end of
+    /// the valid log. Reads the record into `out`.
+    pub fn scan(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>) -> Result<Option<(RecHdr, Loc)>> {
+        let wu = self.wu();
+        let start = Self::align_pos(wu, off);
+        if start as usize + REC_HDR > self.geo.segment_size as usize {
+            return Ok(None);
+        }
+        let mut hb = [0u8; REC_HDR];
+        match self.read_bytes(seg, start, &mut hb) {
+            Ok(()) => {}
+            Err(Error::Corrupt) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let hdr = match RecHdr::decode(&hb) {
+            Ok(h) => h,
+            Err(_) => return Ok(None),
+        };
+        if hdr.seg_seq != seg_seq {
+            return Ok(None);
+        }
+        let total = match (hdr.len as usize).checked_add(REC_HDR) {
+            Some(t) if start as usize + t <= self.geo.segment_size as usize => t as u32,
+            _ => return Ok(None),
+        };
+        let loc = Loc { seg, off: start, len: total };
+        match self.read_record(loc, out) {
+            Ok(h) => Ok(Some((h, loc))),
+            Err(Error::Corrupt) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read a segment header at offset 0 of `seg`: (seg_seq, head, prev, next).
+    pub fn read_seghdr(&mut self, seg: u32, out: &mut P::Vec<u8>) -> Result<Option<(u64, u8, u32, u32)>> {
+        let mut hb = [0u8; REC_HDR];
+        if self.read_bytes(seg, 0, &mut hb).is_err() {
+            return Ok(None);
+        }
+        let hdr = match RecHdr::decode(&hb) {
+            Ok(h) if h.rtype == rtype::SEGHDR && h.len as usize == SEGHDR_PAYLOAD => h,
+            _ => return Ok(None),
+        };
+        match self.scan(seg, 0, hdr.seg_seq, out)? {
+            Some((h, _)) if h.rtype == rtype::SEGHDR => {
+                let p = out.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
+                let mut r = Reader::new(p);
+                let head = r.u8()?;
+                let prev = r.u32()?;
+                let next = r.u32()?;
+                Ok(Some((hdr.seg_seq, head, prev, next)))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl<P: Platform, F: Flash> NodeIo for Log<P, F> {
+    fn read_node(&mut self, loc: Loc, buf: &mut [u8]) -> Result<usize> {
+        let mut v = core::mem::replace(&mut self.scratch, P::Vec::new());
+        let r = self.read_record(loc, &mut v);
+        let res = match r {
+            Ok(h) if h.rtype == rtype::INDEX => {
+                let p = v.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
+                let dst = buf.get_mut(..p.len()).ok_or(Error::Corrupt)?;
+                dst.copy_from_slice(p);
+                Ok(p.len())
+            }
+            Ok(_) => Err(Error::Corrupt),
+            Err(e) => Err(e),
+        };
+        self.scratch = v;
+        res
+    }
+
+    fn write_node(&mut self, payload: &[u8], first: Key, _level: u8) -> Result<Loc> {
+        let loc = self.append(crate::engine::format::HEAD_META, rtype::INDEX, 0, first, payload)?;
+        self.live_add(loc);
+        Ok(loc)
+    }
+
+    fn dead(&mut self, loc: Loc) {
+        if let Ok(s) = self.seg_mut(loc.seg) {
+            s.live = s.live.saturating_sub(loc.len);
+        }
+    }
+}

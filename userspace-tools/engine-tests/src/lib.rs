@@ -1,0 +1,246 @@
+//! Test support for the ferrofs engine: a small in-memory NAND with power cuts, a PRNG and
+//! helpers shared by the integration tests.
+#![forbid(unsafe_code)]
+#![warn(rust_2018_idioms, missing_docs)]
+
+use ferrofs_engine::std_platform::StdPlatform;
+use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, ReadStatus, Timespec};
+
+/// The engine over [`RamFlash`].
+pub type Fs = Engine<StdPlatform, RamFlash>;
+
+/// An in-memory NAND (or block device) obeying the medium rules of `Flash`:
+/// erased = 0xFF, in-order programming inside a segment, no reprogramming (NAND),
+/// sequential writes (block). It can cut power after a number of operations, tearing the
+/// write in progress.
+#[derive(Clone)]
+pub struct RamFlash {
+    geo: Geometry,
+    data: Vec<u8>,
+    /// Next programmable offset per segment.
+    wp: Vec<u32>,
+    bad: Vec<bool>,
+    /// Erase counts.
+    pub erases: Vec<u32>,
+    /// Remaining operations before the power cut (None = no cut planned).
+    pub cut_in: Option<u64>,
+    /// Power is off: every operation fails with PowerCut.
+    pub dead: bool,
+    /// Segments whose reads report `Corrected`.
+    pub corrected: Vec<u32>,
+    /// Segments whose next erase fails.
+    pub fail_erase: Vec<u32>,
+    /// Counters: bytes programmed, erases, reads.
+    pub programmed: u64,
+    /// Number of write operations.
+    pub writes: u64,
+}
+
+impl RamFlash {
+    /// A new, fully erased NAND.
+    pub fn new_nand(segment_size: u32, segment_count: u32, write_unit: u32) -> Self {
+        Self::with_kind(FlashKind::Nand, segment_size, segment_count, write_unit)
+    }
+
+    /// A new medium of the given kind.
+    pub fn with_kind(kind: FlashKind, segment_size: u32, segment_count: u32, write_unit: u32) -> Self {
+        let geo = Geometry { kind, segment_size, segment_count, write_unit, preferred_write: write_unit * 2 };
+        let n = segment_size as usize * segment_count as usize;
+        RamFlash {
+            geo,
+            data: vec![0xFF; n],
+            wp: vec![0; segment_count as usize],
+            bad: vec![false; segment_count as usize],
+            erases: vec![0; segment_count as usize],
+            cut_in: None,
+            dead: false,
+            corrected: Vec::new(),
+            fail_erase: Vec::new(),
+            programmed: 0,
+            writes: 0,
+        }
+    }
+
+    /// Mark a segment bad (factory bad block).
+    pub fn set_bad(&mut self, seg: u32) {
+        self.bad[seg as usize] = true;
+    }
+
+    /// Restore power (after a cut): the medium keeps what was programmed.
+    pub fn power_on(&mut self) {
+        self.dead = false;
+        self.cut_in = None;
+    }
+
+    fn tick(&mut self) -> Result<bool, FlashError> {
+        if self.dead {
+            return Err(FlashError::PowerCut);
+        }
+        if let Some(n) = self.cut_in {
+            if n == 0 {
+                self.dead = true;
+                return Ok(true);
+            }
+            self.cut_in = Some(n - 1);
+        }
+        Ok(false)
+    }
+
+    fn range(&self, seg: u32, off: u32, len: usize) -> Result<std::ops::Range<usize>, FlashError> {
+        if seg >= self.geo.segment_count || off as usize + len > self.geo.segment_size as usize {
+            return Err(FlashError::InvalidRequest);
+        }
+        let base = seg as usize * self.geo.segment_size as usize + off as usize;
+        Ok(base..base + len)
+    }
+}
+
+impl Flash for RamFlash {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
+        if self.dead {
+            return Err(FlashError::PowerCut);
+        }
+        let r = self.range(seg, offset, buf.len())?;
+        buf.copy_from_slice(&self.data[r]);
+        if self.corrected.contains(&seg) {
+            return Ok(ReadStatus::Corrected);
+        }
+        Ok(ReadStatus::Clean)
+    }
+
+    fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
+        let wu = self.geo.write_unit;
+        if offset % wu != 0 || buf.len() as u32 % wu != 0 {
+            return Err(FlashError::InvalidRequest);
+        }
+        let r = self.range(seg, offset, buf.len())?;
+        if self.bad[seg as usize] {
+            return Err(FlashError::InvalidRequest);
+        }
+        if offset < self.wp[seg as usize] {
+            return Err(FlashError::InvalidRequest);
+        }
+        if self.geo.kind == FlashKind::Nand && self.data[r.clone()].iter().any(|&b| b != 0xFF) {
+            return Err(FlashError::InvalidRequest);
+        }
+        let cut = self.tick()?;
+        if cut {
+            // torn write: some whole units then a half-programmed one
+            let units = buf.len() / wu as usize;
+            let keep = (self.writes as usize % (units + 1)) * wu as usize;
+            let half = (wu as usize / 2).min(buf.len() - keep);
+            let end = (keep + half).min(buf.len());
+            self.data[r.start..r.start + end].copy_from_slice(&buf[..end]);
+            return Err(FlashError::PowerCut);
+        }
+        self.data[r].copy_from_slice(buf);
+        self.wp[seg as usize] = offset + buf.len() as u32;
+        self.programmed += buf.len() as u64;
+        self.writes += 1;
+        Ok(())
+    }
+
+    fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
+        let r = self.range(seg, 0, self.geo.segment_size as usize)?;
+        if self.bad[seg as usize] {
+            return Err(FlashError::EraseFailed);
+        }
+        if let Some(p) = self.fail_erase.iter().position(|&s| s == seg) {
+            self.fail_erase.remove(p);
+            return Err(FlashError::EraseFailed);
+        }
+        let cut = self.tick()?;
+        if cut {
+            // interrupted erase: half the block erased
+            let half = r.start + (r.end - r.start) / 2;
+            self.data[r.start..half].fill(0xFF);
+            return Err(FlashError::PowerCut);
+        }
+        if self.geo.kind == FlashKind::Nand {
+            self.data[r].fill(0xFF);
+        }
+        self.wp[seg as usize] = 0;
+        self.erases[seg as usize] += 1;
+        Ok(())
+    }
+
+    fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {
+        Ok(*self.bad.get(seg as usize).ok_or(FlashError::InvalidRequest)?)
+    }
+
+    fn mark_bad(&mut self, seg: u32) -> Result<(), FlashError> {
+        *self.bad.get_mut(seg as usize).ok_or(FlashError::InvalidRequest)? = true;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), FlashError> {
+        if self.dead {
+            return Err(FlashError::PowerCut);
+        }
+        Ok(())
+    }
+}
+
+/// A time stamp `t` seconds after an arbitrary epoch.
+pub fn ts(t: i64) -> Timespec {
+    Timespec { sec: 1_700_000_000 + t, nsec: 0 }
+}
+
+/// A small deterministic PRNG (xorshift64*).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    /// Fill `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf.iter_mut() {
+            *b = self.next() as u8;
+        }
+    }
+}
+
+/// Format a fresh RamFlash and mount it.
+pub fn fresh(segment_size: u32, segments: u32, write_unit: u32) -> Fs {
+    let f = RamFlash::new_nand(segment_size, segments, write_unit);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).expect("format");
+    Fs::mount(f, Default::default()).map_err(|e| e.0).expect("mount")
+}
+
+/// Unmount cleanly and mount again.
+pub fn remount(fs: Fs) -> Fs {
+    let f = fs.unmount().map_err(|e| e.0).expect("unmount");
+    Fs::mount(f, Default::default()).map_err(|e| e.0).expect("mount")
+}
+
+/// Drop without unmounting (unflushed buffers are lost) and mount again.
+pub fn crash_remount(fs: Fs) -> Fs {
+    let f = fs.into_flash();
+    Fs::mount(f, Default::default()).map_err(|e| e.0).expect("mount after crash")
+}
+
+/// Assert the index and the segment table agree.
+pub fn assert_consistent(fs: &mut Fs) {
+    let r = fs.check().expect("check");
+    assert_eq!(r, None, "segment usage mismatch (seg, table, computed)");
+}

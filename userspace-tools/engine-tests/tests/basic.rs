@@ -1,0 +1,257 @@
+use ferrofs_engine::format::{S_IFCHR, S_IFIFO, S_IFREG, S_IFSOCK};
+use ferrofs_engine::{CreateArgs, Error, FileType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
+use ferrofs_engine_tests::*;
+
+fn reg(mode: u32) -> CreateArgs {
+    CreateArgs { mode: S_IFREG | mode, uid: 1000, gid: 100, rdev: 0 }
+}
+
+fn list(fs: &mut Fs, dir: u64) -> Vec<(Vec<u8>, u64)> {
+    let mut v = Vec::new();
+    fs.readdir(dir, 0, &mut |n, ino, _t, _c| {
+        v.push((n.to_vec(), ino));
+        true
+    })
+    .unwrap();
+    v.sort();
+    v
+}
+
+#[test]
+fn format_mount_root() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let r = fs.getattr(ROOT_INO).unwrap();
+    assert!(r.is_dir());
+    assert_eq!(r.nlink, 2);
+    assert_consistent(&mut fs);
+    let mut fs = remount(fs);
+    assert!(fs.getattr(ROOT_INO).unwrap().is_dir());
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn create_write_read_remount() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let f = fs.create(ROOT_INO, b"hello", &reg(0o644), ts(1)).unwrap();
+    assert_eq!(fs.write(f.ino, 0, b"hello world", ts(2)).unwrap(), 11);
+    let mut buf = [0u8; 64];
+    assert_eq!(fs.read(f.ino, 0, &mut buf).unwrap(), 11);
+    assert_eq!(&buf[..11], b"hello world");
+    // sparse write far away
+    fs.write(f.ino, 100_000, b"tail", ts(3)).unwrap();
+    let a = fs.getattr(f.ino).unwrap();
+    assert_eq!(a.size, 100_004);
+    let mut big = vec![0xAAu8; 100_004];
+    assert_eq!(fs.read(f.ino, 0, &mut big).unwrap(), 100_004);
+    assert_eq!(&big[..11], b"hello world");
+    assert!(big[11..100_000].iter().all(|&b| b == 0));
+    assert_eq!(&big[100_000..], b"tail");
+    let mut fs = remount(fs);
+    let l = fs.lookup(ROOT_INO, b"hello").unwrap();
+    assert_eq!(l.ino, f.ino);
+    assert_eq!(l.size, 100_004);
+    assert_eq!(l.uid, 1000);
+    let mut big2 = vec![0u8; 100_004];
+    fs.read(f.ino, 0, &mut big2).unwrap();
+    assert_eq!(big, big2);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn truncate_and_extend_zeroes() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let f = fs.create(ROOT_INO, b"f", &reg(0o644), ts(1)).unwrap();
+    fs.write(f.ino, 0, &[7u8; 10_000], ts(2)).unwrap();
+    fs.setattr(f.ino, &SetAttr { size: Some(5000), ..Default::default() }, ts(3)).unwrap();
+    fs.setattr(f.ino, &SetAttr { size: Some(9000), ..Default::default() }, ts(4)).unwrap();
+    let mut b = vec![1u8; 9000];
+    assert_eq!(fs.read(f.ino, 0, &mut b).unwrap(), 9000);
+    assert!(b[..5000].iter().all(|&x| x == 7));
+    assert!(b[5000..].iter().all(|&x| x == 0));
+    let mut fs = remount(fs);
+    let mut b2 = vec![1u8; 9000];
+    fs.read(f.ino, 0, &mut b2).unwrap();
+    assert_eq!(b, b2);
+    fs.setattr(f.ino, &SetAttr { size: Some(0), ..Default::default() }, ts(5)).unwrap();
+    assert_eq!(fs.read(f.ino, 0, &mut b2).unwrap(), 0);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn directories_links_symlinks_nodes() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0, ts(1)).unwrap();
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
+    let f = fs.create(d.ino, b"f", &reg(0o600), ts(2)).unwrap();
+    assert_eq!(fs.create(d.ino, b"f", &reg(0o600), ts(2)).unwrap_err(), Error::Exists);
+    fs.link(f.ino, ROOT_INO, b"hard", ts(3)).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 2);
+    assert_eq!(fs.link(d.ino, ROOT_INO, b"dl", ts(3)).unwrap_err(), Error::NotPermitted);
+    let s = fs.symlink(ROOT_INO, b"sym", b"d/f", 0, 0, ts(4)).unwrap();
+    let mut t = [0u8; 16];
+    let n = fs.readlink(s.ino, &mut t).unwrap();
+    assert_eq!(&t[..n], b"d/f");
+    let c = fs.create(ROOT_INO, b"chr", &CreateArgs { mode: S_IFCHR | 0o600, uid: 0, gid: 0, rdev: 0x0501 }, ts(5)).unwrap();
+    fs.create(ROOT_INO, b"fifo", &CreateArgs { mode: S_IFIFO | 0o600, ..Default::default() }, ts(5)).unwrap();
+    fs.create(ROOT_INO, b"sock", &CreateArgs { mode: S_IFSOCK | 0o600, ..Default::default() }, ts(5)).unwrap();
+    let names: Vec<Vec<u8>> = list(&mut fs, ROOT_INO).into_iter().map(|x| x.0).collect();
+    assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), b"chr".to_vec(), b"d".to_vec(), b"fifo".to_vec(), b"hard".to_vec(), b"sock".to_vec(), b"sym".to_vec()]);
+    assert_eq!(fs.rmdir(ROOT_INO, b"d", ts(6)).unwrap_err(), Error::NotEmpty);
+    assert_eq!(fs.unlink(ROOT_INO, b"d", ts(6)).unwrap_err(), Error::IsDir);
+    assert_eq!(fs.rmdir(ROOT_INO, b"hard", ts(6)).unwrap_err(), Error::NotDir);
+    let mut fs = remount(fs);
+    assert_eq!(fs.getattr(c.ino).unwrap().rdev, 0x0501);
+    assert_eq!(fs.lookup(ROOT_INO, b"fifo").unwrap().file_type(), Some(FileType::Fifo));
+    fs.unlink(d.ino, b"f", ts(7)).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 1);
+    fs.unlink(ROOT_INO, b"hard", ts(7)).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 0);
+    fs.evict(f.ino).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap_err(), Error::NotFound);
+    fs.rmdir(ROOT_INO, b"d", ts(8)).unwrap();
+    fs.evict(d.ino).unwrap();
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 2);
+    assert_eq!(fs.lookup(ROOT_INO, b"d").unwrap_err(), Error::NotFound);
+    let mut fs = remount(fs);
+    assert_eq!(fs.getattr(d.ino).unwrap_err(), Error::NotFound);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn orphans_reclaimed_after_crash() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let f = fs.create(ROOT_INO, b"open", &reg(0o644), ts(1)).unwrap();
+    fs.write(f.ino, 0, &[1u8; 20_000], ts(2)).unwrap();
+    fs.unlink(ROOT_INO, b"open", ts(3)).unwrap();
+    // still readable while "open"
+    let mut b = [0u8; 10];
+    assert_eq!(fs.read(f.ino, 0, &mut b).unwrap(), 10);
+    fs.fsync(ROOT_INO).unwrap();
+    let mut fs = crash_remount(fs);
+    assert_eq!(fs.getattr(f.ino).unwrap_err(), Error::NotFound);
+    let mut b = [0u8; 10];
+    assert_eq!(fs.read(f.ino, 0, &mut b).unwrap_err(), Error::NotFound);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn rename_variants() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let a = fs.mkdir(ROOT_INO, b"a", 0o755, 0, 0, ts(1)).unwrap();
+    let b = fs.mkdir(ROOT_INO, b"b", 0o755, 0, 0, ts(1)).unwrap();
+    let x = fs.create(a.ino, b"x", &reg(0o644), ts(2)).unwrap();
+    let y = fs.create(b.ino, b"y", &reg(0o644), ts(2)).unwrap();
+    // move across directories
+    fs.rename(a.ino, b"x", b.ino, b"x2", 0, ts(3)).unwrap();
+    assert_eq!(fs.lookup(b.ino, b"x2").unwrap().ino, x.ino);
+    assert_eq!(fs.lookup(a.ino, b"x").unwrap_err(), Error::NotFound);
+    // noreplace
+    assert_eq!(fs.rename(b.ino, b"x2", b.ino, b"y", RENAME_NOREPLACE, ts(4)).unwrap_err(), Error::Exists);
+    // exchange
+    fs.rename(b.ino, b"x2", b.ino, b"y", RENAME_EXCHANGE, ts(4)).unwrap();
+    assert_eq!(fs.lookup(b.ino, b"x2").unwrap().ino, y.ino);
+    assert_eq!(fs.lookup(b.ino, b"y").unwrap().ino, x.ino);
+    // overwrite: y (now named x2) replaced by x
+    fs.rename(b.ino, b"y", b.ino, b"x2", 0, ts(5)).unwrap();
+    assert_eq!(fs.lookup(b.ino, b"x2").unwrap().ino, x.ino);
+    assert_eq!(fs.getattr(y.ino).unwrap().nlink, 0);
+    fs.evict(y.ino).unwrap();
+    // directory move and cycle refusal
+    fs.rename(ROOT_INO, b"a", b.ino, b"a", 0, ts(6)).unwrap();
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
+    assert_eq!(fs.rename(ROOT_INO, b"b", a.ino, b"loop", 0, ts(7)).unwrap_err(), Error::Invalid);
+    let c = fs.mkdir(ROOT_INO, b"c", 0o755, 0, 0, ts(8)).unwrap();
+    // exchange a directory with a file in another directory
+    fs.rename(b.ino, b"a", c.ino, b"nothing", 0, ts(9)).unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.lookup(c.ino, b"nothing").unwrap().ino, a.ino);
+    assert_eq!(fs.getattr(a.ino).unwrap().parent, c.ino);
+    assert_eq!(fs.lookup(a.ino, b"..").unwrap().ino, c.ino);
+    assert_eq!(fs.getattr(c.ino).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 2);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn xattrs() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let f = fs.create(ROOT_INO, b"f", &reg(0o644), ts(1)).unwrap();
+    fs.setxattr(f.ino, b"user.a", b"1", 0, ts(2)).unwrap();
+    fs.setxattr(f.ino, b"user.b", b"22", 0, ts(2)).unwrap();
+    assert_eq!(fs.setxattr(f.ino, b"user.a", b"x", ferrofs_engine::XATTR_CREATE, ts(2)).unwrap_err(), Error::Exists);
+    assert_eq!(fs.setxattr(f.ino, b"user.c", b"x", ferrofs_engine::XATTR_REPLACE, ts(2)).unwrap_err(), Error::NoData);
+    fs.setxattr(f.ino, b"user.a", b"333", ferrofs_engine::XATTR_REPLACE, ts(2)).unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.getxattr(f.ino, b"user.a", &mut []).unwrap(), 3);
+    let mut v = [0u8; 8];
+    let n = fs.getxattr(f.ino, b"user.a", &mut v).unwrap();
+    assert_eq!(&v[..n], b"333");
+    let mut small = [0u8; 1];
+    assert_eq!(fs.getxattr(f.ino, b"user.a", &mut small).unwrap_err(), Error::Range);
+    let need = fs.listxattr(f.ino, &mut []).unwrap();
+    let mut l = vec![0u8; need];
+    fs.listxattr(f.ino, &mut l).unwrap();
+    let mut names: Vec<&[u8]> = l.split(|&c| c == 0).filter(|s| !s.is_empty()).collect();
+    names.sort();
+    assert_eq!(names, vec![&b"user.a"[..], &b"user.b"[..]]);
+    fs.removexattr(f.ino, b"user.a", ts(3)).unwrap();
+    assert_eq!(fs.getxattr(f.ino, b"user.a", &mut v).unwrap_err(), Error::NoData);
+    assert_eq!(fs.removexattr(f.ino, b"user.a", ts(3)).unwrap_err(), Error::NoData);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn readdir_cookies_stable() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    for i in 0..300 {
+        fs.create(ROOT_INO, format!("file{i}").as_bytes(), &reg(0o644), ts(1)).unwrap();
+    }
+    // read the first 100 entries, then delete some and add some, then continue
+    let mut seen = Vec::new();
+    let mut cookie = 0;
+    fs.readdir(ROOT_INO, 0, &mut |n, _i, _t, c| {
+        seen.push(n.to_vec());
+        cookie = c;
+        seen.len() < 100
+    })
+    .unwrap();
+    let first: std::collections::HashSet<Vec<u8>> = seen.iter().cloned().collect();
+    // remove entries not yet seen but keep track
+    let mut removed = Vec::new();
+    for i in 0..300 {
+        let n = format!("file{i}").into_bytes();
+        if !first.contains(&n) && i % 7 == 0 {
+            fs.unlink(ROOT_INO, &n, ts(2)).unwrap();
+            removed.push(n);
+        }
+    }
+    let mut rest = Vec::new();
+    fs.readdir(ROOT_INO, cookie, &mut |n, _i, _t, _c| {
+        rest.push(n.to_vec());
+        true
+    })
+    .unwrap();
+    let mut all: Vec<Vec<u8>> = seen.into_iter().chain(rest).filter(|n| n != b"." && n != b"..").collect();
+    let total = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), total, "no entry returned twice");
+    assert_eq!(total, 300 - removed.len());
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn statfs_and_stats() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let s0 = fs.statfs();
+    assert!(s0.blocks > 0 && s0.blocks_free <= s0.blocks);
+    let f = fs.create(ROOT_INO, b"f", &reg(0o644), ts(1)).unwrap();
+    fs.write(f.ino, 0, &[3u8; 100_000], ts(2)).unwrap();
+    let s1 = fs.statfs();
+    assert!(s1.blocks_free < s0.blocks_free);
+    let st = fs.stats();
+    assert_eq!(st.user_bytes, 100_000);
+    assert!(st.programmed_bytes > 0);
+    assert!(st.checkpoints >= 1);
+}
