@@ -1,0 +1,197 @@
+//! Garbage collection under pressure, ENOSPC and recovery from it, wear levelling, bad blocks.
+
+use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::{CreateArgs, Error, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::*;
+
+fn reg() -> CreateArgs {
+    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
+}
+
+fn small_fs(segs: u32) -> Fs {
+    let f = RamFlash::new_nand(32 * 1024, segs, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    Fs::mount(f, MountOptions { cache_nodes: 32, ..Default::default() }).map_err(|e| e.0).unwrap()
+}
+
+fn remount_small(fs: Fs) -> Fs {
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    Fs::mount(f, MountOptions { cache_nodes: 32, ..Default::default() }).map_err(|e| e.0).unwrap()
+}
+
+#[test]
+fn overwrite_churn_forces_gc() {
+    let mut fs = small_fs(64);
+    let mut rng = Rng::new(7);
+    let nfiles = 10;
+    let fsize = 60 * 1024usize;
+    let mut model = vec![vec![0u8; fsize]; nfiles];
+    let mut inos = Vec::new();
+    for (i, m) in model.iter_mut().enumerate() {
+        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
+        rng.fill(m);
+        fs.write(f.ino, 0, m, ts(2)).unwrap();
+        inos.push(f.ino);
+    }
+    for step in 0..3000 {
+        let i = rng.below(nfiles as u64) as usize;
+        let off = rng.below((fsize - 4096) as u64) as usize;
+        let mut d = [0u8; 4096];
+        rng.fill(&mut d);
+        fs.write(inos[i], off as u64, &d, ts(3)).unwrap();
+        model[i][off..off + 4096].copy_from_slice(&d);
+        if step % 200 == 0 {
+            fs.gc_step(true).unwrap();
+        }
+        if step % 1000 == 999 {
+            fs = remount_small(fs);
+            assert_consistent(&mut fs);
+        }
+    }
+    let st = fs.stats();
+    eprintln!("{st:?}");
+    assert!(st.gc_records > 100, "GC moved records: {st:?}");
+    assert!(st.user_bytes >= 3000 * 4096);
+    let mut fs = remount_small(fs);
+    assert_consistent(&mut fs);
+    for (i, m) in model.iter().enumerate() {
+        let mut b = vec![0u8; fsize];
+        fs.read(inos[i], 0, &mut b).unwrap();
+        assert!(b == *m, "file {i}");
+    }
+}
+
+#[test]
+fn fill_to_enospc_then_delete_and_keep_writing() {
+    let mut fs = small_fs(64);
+    let mut rng = Rng::new(9);
+    for round in 0..4 {
+        // fill with files until NoSpace
+        let mut n = 0;
+        let mut written = Vec::new();
+        'fill: loop {
+            let name = format!("r{round}_{n}");
+            let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
+                Ok(f) => f,
+                Err(Error::NoSpace) => break 'fill,
+                Err(e) => panic!("{e:?}"),
+            };
+            let mut data = vec![0u8; 50_000];
+            rng.fill(&mut data);
+            let mut off = 0;
+            while off < data.len() {
+                match fs.write(f.ino, off as u64, &data[off..(off + 10_000).min(data.len())], ts(2)) {
+                    Ok(k) => off += k,
+                    Err(Error::NoSpace) => {
+                        data.truncate(off);
+                        written.push((name, f.ino, data));
+                        break 'fill;
+                    }
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            written.push((name, f.ino, data));
+            n += 1;
+        }
+        assert!(written.len() > 5, "round {round}: wrote {} files", written.len());
+        let sf = fs.statfs();
+        eprintln!("round {round}: {} files, statfs {sf:?}, {:?}", written.len(), fs.stats());
+        // the full filesystem stays mountable and consistent
+        fs = remount_small(fs);
+        assert_consistent(&mut fs);
+        for (_, ino, data) in &written {
+            let mut b = vec![0u8; data.len()];
+            fs.read(*ino, 0, &mut b).unwrap();
+            assert!(b == *data);
+        }
+        // delete everything and keep going
+        for (name, ino, _) in &written {
+            fs.unlink(ROOT_INO, name.as_bytes(), ts(3)).unwrap();
+            fs.evict(*ino).unwrap();
+        }
+        assert_consistent(&mut fs);
+    }
+    let st = fs.stats();
+    eprintln!("{st:?}");
+}
+
+#[test]
+fn wear_levelling_spreads_erases() {
+    let f = RamFlash::new_nand(32 * 1024, 64, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, wear_threshold: 8 }).map_err(|e| e.0).unwrap();
+    // static data occupying part of the device
+    let cold = fs.create(ROOT_INO, b"cold", &reg(), ts(1)).unwrap();
+    fs.write(cold.ino, 0, &vec![5u8; 400_000], ts(1)).unwrap();
+    let hot = fs.create(ROOT_INO, b"hot", &reg(), ts(1)).unwrap();
+    let mut rng = Rng::new(3);
+    for i in 0..6000 {
+        let mut d = [0u8; 4096];
+        rng.fill(&mut d);
+        fs.write(hot.ino, rng.below(16) * 4096, &d, ts(2)).unwrap();
+        if i % 20 == 0 {
+            fs.gc_step(true).unwrap();
+        }
+    }
+    let flash = fs.unmount().map_err(|e| e.0).unwrap();
+    let used: Vec<u32> = flash.erases.iter().copied().filter(|&e| e > 0).collect();
+    let max = *used.iter().max().unwrap();
+    let min_all = *flash.erases[8..].iter().min().unwrap();
+    eprintln!("erases: {:?}", flash.erases);
+    assert!(max - min_all <= 40, "erase spread too wide: max {max} min {min_all}");
+    let mut fs = Fs::mount(flash, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let mut b = vec![0u8; 400_000];
+    fs.read(cold.ino, 0, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == 5));
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn factory_bad_blocks_and_failed_erase() {
+    let mut f = RamFlash::new_nand(32 * 1024, 64, 512);
+    f.set_bad(0);
+    f.set_bad(3);
+    f.set_bad(20);
+    f.set_bad(21);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    // make some erases fail
+    for s in [30, 31, 40] {
+        fs.flash().fail_erase.push(s);
+    }
+    let a = fs.create(ROOT_INO, b"a", &reg(), ts(1)).unwrap();
+    let mut rng = Rng::new(5);
+    let mut model = vec![0u8; 200_000];
+    rng.fill(&mut model);
+    for _ in 0..10 {
+        fs.write(a.ino, 0, &model, ts(2)).unwrap();
+    }
+    assert!(fs.stats().retired >= 1, "{:?}", fs.stats());
+    let mut fs = remount(fs);
+    let mut b = vec![0u8; 200_000];
+    fs.read(a.ino, 0, &mut b).unwrap();
+    assert!(b == model);
+    assert_consistent(&mut fs);
+}
+
+#[test]
+fn corrected_reads_schedule_scrub() {
+    let mut fs = small_fs(64);
+    let a = fs.create(ROOT_INO, b"a", &reg(), ts(1)).unwrap();
+    fs.write(a.ino, 0, &vec![9u8; 100_000], ts(2)).unwrap();
+    fs.sync().unwrap();
+    // every segment now reports corrected reads
+    let segs: Vec<u32> = (0..64).collect();
+    fs.flash().corrected = segs;
+    let mut b = vec![0u8; 100_000];
+    fs.read(a.ino, 0, &mut b).unwrap();
+    fs.flash().corrected.clear();
+    let before = fs.stats().gc_records;
+    for _ in 0..10 {
+        fs.gc_step(true).unwrap();
+    }
+    assert!(fs.stats().gc_records > before, "scrub moved records");
+    fs.read(a.ino, 0, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == 9));
+    assert_consistent(&mut fs);
+}
