@@ -371,8 +371,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         let (cp, a, s) = found;
+        // The slots after the newest valid checkpoint may hold a torn write: never program
+        // them again; the next checkpoint goes to the other area (erased first).
+        let _ = s;
         self.cp_area = a;
-        self.cp_next_slot = s.saturating_add(1);
+        self.cp_next_slot = u32::MAX;
         // segment table
         {
             let b = blob.as_slice();

@@ -306,6 +306,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 (hd.seg, hd.buf.len() >= chunk)
             };
             if full {
+                if h == crate::engine::format::HEAD_META {
+                    // ordering: file data reaches the medium before the metadata that refers to it
+                    self.flush_head(crate::engine::format::HEAD_HOT)?;
+                }
                 let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
                 let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
                 let r = self.program(seg, start, buf.as_slice());
