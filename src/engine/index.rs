@@ -58,7 +58,7 @@ pub struct Tree<P: Platform> {
     capacity: usize,
     dirty: usize,
     replay: bool,
-    buf: [u8; NODE_MAX_BYTES],
+    buf: P::Vec<u8>,
 }
 
 fn route(entries: &[Entry], key: &Key) -> usize {
@@ -89,7 +89,7 @@ impl<P: Platform> Tree<P> {
             capacity: if capacity < 16 { 16 } else { capacity },
             dirty: 0,
             replay: false,
-            buf: [0u8; NODE_MAX_BYTES],
+            buf: P::Vec::new(),
         }
     }
 
@@ -202,11 +202,14 @@ impl<P: Platform> Tree<P> {
     }
 
     fn decode_node(&mut self, io: &mut dyn NodeIo, loc: Loc, parent: u32, keep: u32) -> Result<u32> {
-        let n = io.read_node(loc, &mut self.buf)?;
+        if self.buf.len() < NODE_MAX_BYTES {
+            self.buf.try_resize(NODE_MAX_BYTES, 0)?;
+        }
+        let n = io.read_node(loc, self.buf.as_mut_slice())?;
         let mut entries = P::Vec::new();
         let level;
         {
-            let b = self.buf.get(..n).ok_or(Error::Corrupt)?;
+            let b = self.buf.as_slice().get(..n).ok_or(Error::Corrupt)?;
             let mut r = Reader::new(b);
             level = r.u8()?;
             let count = r.u16()? as usize;
@@ -608,7 +611,7 @@ impl<P: Platform> Tree<P> {
             *x = Some(node);
         }
         let len = enc?;
-        let payload = self.buf.get(..len).ok_or(Error::Corrupt)?;
+        let payload = self.buf.as_slice().get(..len).ok_or(Error::Corrupt)?;
         let loc = io.write_node(payload, first, level)?;
         let n = self.node_mut(s)?;
         n.loc = Some(loc);
@@ -618,9 +621,15 @@ impl<P: Platform> Tree<P> {
     }
 
     fn encode_node(&mut self, n: &Node<P>) -> Result<usize> {
-        let mut buf = core::mem::replace(&mut self.buf, [0u8; NODE_MAX_BYTES]);
+        let mut buf = core::mem::replace(&mut self.buf, P::Vec::new());
+        if buf.len() < NODE_MAX_BYTES {
+            if let Err(e) = buf.try_resize(NODE_MAX_BYTES, 0) {
+                self.buf = buf;
+                return Err(e);
+            }
+        }
         let res = (|| {
-            let mut w = Writer::new(&mut buf);
+            let mut w = Writer::new(buf.as_mut_slice());
             w.u8(n.level)?;
             w.u16(n.entries.len() as u16)?;
             for e in n.entries.as_slice() {
@@ -699,7 +708,9 @@ impl<P: Platform> Tree<P> {
         };
         let mut stack: [(u32, usize); MAX_LEVEL as usize + 2] = [(0, 0); MAX_LEVEL as usize + 2];
         let mut sp = 1usize;
-        stack[0] = (r, 0);
+        if let Some(x) = stack.get_mut(0) {
+            *x = (r, 0);
+        }
         f(self.node(r)?.loc.ok_or(Error::Corrupt)?, true);
         while sp > 0 {
             let (s, i) = *stack.get(sp - 1).ok_or(Error::Corrupt)?;

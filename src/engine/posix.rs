@@ -806,15 +806,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 k
             }
         };
-        let mut p = [0u8; 1 + XATTR_NAME_MAX + XATTR_VALUE_MAX];
-        let len = {
-            let mut w = Writer::new(&mut p);
-            w.u8(name.len() as u8)?;
-            w.bytes(name)?;
-            w.bytes(value)?;
-            w.pos()
-        };
-        self.put_record(HEAD_META, rtype::XATTR, FLAG_CONT, Key::new(ino, kind::XATTR, key), p.get(..len).ok_or(Error::Invalid)?)?;
+        let mut p = core::mem::replace(&mut self.buf2, P::Vec::new());
+        p.clear();
+        let res = p
+            .try_push(name.len() as u8)
+            .and_then(|_| p.try_extend_from_slice(name))
+            .and_then(|_| p.try_extend_from_slice(value))
+            .and_then(|_| self.put_record(HEAD_META, rtype::XATTR, FLAG_CONT, Key::new(ino, kind::XATTR, key), p.as_slice()));
+        self.buf2 = p;
+        res?;
         i.ctime = now;
         self.write_inode(&i, 0)
     }
