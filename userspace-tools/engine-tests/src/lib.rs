@@ -244,3 +244,221 @@ pub fn assert_consistent(fs: &mut Fs) {
     let r = fs.check().expect("check");
     assert_eq!(r, None, "segment usage mismatch (seg, table, computed)");
 }
+
+/// The crash-consistency workload shared by the power-cut tests.
+pub mod crashload {
+    use std::collections::BTreeMap;
+
+    use ferrofs_engine::format::S_IFREG;
+    use ferrofs_engine::std_platform::StdPlatform;
+    use ferrofs_engine::{CreateArgs, Engine, Error, Flash, SetAttr, ROOT_INO};
+
+    use crate::{ts, Rng};
+
+    /// Visible state: file name -> contents (flat root directory).
+    pub type State = BTreeMap<String, Vec<u8>>;
+
+    /// One phase of the crash workload (each is followed by fsync).
+    #[allow(missing_docs)]
+    #[derive(Clone, Debug)]
+    pub enum Op {
+        Create(String),
+        Write(String, u64, usize, u8),
+        Truncate(String, u64),
+        Rename(String, String),
+        Unlink(String),
+        Sync,
+        Gc,
+    }
+
+    /// A deterministic workload of single-operation phases.
+    pub fn workload(seed: u64) -> Vec<Op> {
+        let mut rng = Rng::new(seed);
+        let mut ops = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for i in 0..70 {
+            let r = rng.below(100);
+            if names.len() < 3 || r < 15 {
+                let n = format!("n{i}");
+                names.push(n.clone());
+                ops.push(Op::Create(n));
+            } else if r < 60 {
+                let n = names[rng.below(names.len() as u64) as usize].clone();
+                let off = rng.below(6) * 4096 + if rng.below(2) == 0 { 0 } else { rng.below(3000) };
+                let len = 1 + rng.below(4096 - (off % 4096)) as usize;
+                ops.push(Op::Write(n, off, len, rng.below(250) as u8 + 1));
+            } else if r < 70 {
+                let n = names[rng.below(names.len() as u64) as usize].clone();
+                ops.push(Op::Truncate(n, rng.below(20_000)));
+            } else if r < 80 {
+                let a = names[rng.below(names.len() as u64) as usize].clone();
+                let b = if rng.below(2) == 0 { names[rng.below(names.len() as u64) as usize].clone() } else { format!("m{i}") };
+                if a != b {
+                    names.retain(|x| *x != b);
+                    let p = names.iter().position(|x| *x == a).unwrap();
+                    names[p] = b.clone();
+                    ops.push(Op::Rename(a, b));
+                }
+            } else if r < 88 {
+                let p = rng.below(names.len() as u64) as usize;
+                ops.push(Op::Unlink(names.remove(p)));
+            } else if r < 94 {
+                ops.push(Op::Sync);
+            } else {
+                ops.push(Op::Gc);
+            }
+        }
+        ops
+    }
+
+    /// Apply a phase to the model.
+    pub fn apply_model(s: &mut State, op: &Op) {
+        match op {
+            Op::Create(n) => {
+                s.insert(n.clone(), Vec::new());
+            }
+            Op::Write(n, off, len, b) => {
+                let c = s.get_mut(n).unwrap();
+                let end = *off as usize + len;
+                if c.len() < end {
+                    c.resize(end, 0);
+                }
+                c[*off as usize..end].fill(*b);
+            }
+            Op::Truncate(n, sz) => s.get_mut(n).unwrap().resize(*sz as usize, 0),
+            Op::Rename(a, b) => {
+                let c = s.remove(a).unwrap();
+                s.insert(b.clone(), c);
+            }
+            Op::Unlink(n) => {
+                s.remove(n);
+            }
+            Op::Sync | Op::Gc => {}
+        }
+    }
+
+    /// Apply a phase to the filesystem, then fsync (or checkpoint).
+    pub fn apply_fs<F: Flash>(fs: &mut Engine<StdPlatform, F>, op: &Op, t: i64) -> Result<(), Error> {
+        let look = |fs: &mut Engine<StdPlatform, F>, n: &str| fs.lookup(ROOT_INO, n.as_bytes()).map(|i| i.ino);
+        match op {
+            Op::Create(n) => {
+                fs.create(ROOT_INO, n.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(t))?;
+            }
+            Op::Write(n, off, len, b) => {
+                let ino = look(fs, n)?;
+                fs.write(ino, *off, &vec![*b; *len], ts(t))?;
+            }
+            Op::Truncate(n, sz) => {
+                let ino = look(fs, n)?;
+                fs.setattr(ino, &SetAttr { size: Some(*sz), ..Default::default() }, ts(t))?;
+            }
+            Op::Rename(a, b) => {
+                let victim = look(fs, b).ok();
+                fs.rename(ROOT_INO, a.as_bytes(), ROOT_INO, b.as_bytes(), 0, ts(t))?;
+                if let Some(v) = victim {
+                    fs.evict(v)?;
+                }
+            }
+            Op::Unlink(n) => {
+                let ino = look(fs, n)?;
+                fs.unlink(ROOT_INO, n.as_bytes(), ts(t))?;
+                fs.evict(ino)?;
+            }
+            Op::Sync => return fs.sync(),
+            Op::Gc => {
+                fs.gc_step(false)?;
+            }
+        }
+        fs.fsync(ROOT_INO)
+    }
+
+    /// Read the visible state of the root directory.
+    pub fn read_state<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> State {
+        let mut names = Vec::new();
+        fs.readdir(ROOT_INO, 0, &mut |n, ino, _, _| {
+            names.push((String::from_utf8(n.to_vec()).unwrap(), ino));
+            true
+        })
+        .unwrap();
+        let mut s = State::new();
+        for (n, ino) in names {
+            if n == "." || n == ".." {
+                continue;
+            }
+            let i = fs.getattr(ino).unwrap();
+            let mut b = vec![0u8; i.size as usize];
+            fs.read(ino, 0, &mut b).unwrap();
+            s.insert(n, b);
+        }
+        s
+    }
+
+    /// Model states after each phase (index 0 = before the first).
+    pub fn states(base: &State, ops: &[Op]) -> Vec<State> {
+        let mut v = vec![base.clone()];
+        let mut s = base.clone();
+        for op in ops {
+            apply_model(&mut s, op);
+            v.push(s.clone());
+        }
+        v
+    }
+
+
+    /// A write interrupted by a cut is not atomic: each byte may be old or new, and the size may be
+    /// the old or the new one.
+    pub fn partial_write_ok(before: &State, after: &State, got: &State, op: Option<&Op>) -> bool {
+        let Some(Op::Write(n, ..)) = op else { return false };
+        if before.keys().ne(got.keys()) {
+            return false;
+        }
+        for (k, g) in got {
+            if k != n {
+                if before.get(k) != Some(g) {
+                    return false;
+                }
+                continue;
+            }
+            let (b, a) = (&before[k], &after[k]);
+            if g.len() != b.len() && g.len() != a.len() {
+                return false;
+            }
+            for (i, x) in g.iter().enumerate() {
+                let ob = b.get(i).copied().unwrap_or(0);
+                let nb = a.get(i).copied().unwrap_or(0);
+                if *x != ob && *x != nb {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether `got` is an acceptable state after `done` completed phases of `ops`.
+    pub fn acceptable(all: &[State], ops: &[Op], done: usize, got: &State) -> bool {
+        *got == all[done]
+            || all.get(done + 1).is_some_and(|s| s == got)
+            || all.get(done + 1).is_some_and(|s| partial_write_ok(&all[done], s, got, ops.get(done)))
+    }
+
+    /// Human-readable differences between two states.
+    pub fn diff(exp: &State, got: &State) -> Vec<String> {
+        let mut diffs = Vec::new();
+        for (k, v) in exp.iter() {
+            match got.get(k) {
+                None => diffs.push(format!("missing {k}")),
+                Some(g) if g != v => {
+                    let first = g.iter().zip(v.iter()).position(|(a, b)| a != b);
+                    diffs.push(format!("{k}: len {} vs expected {}, first difference {first:?}", g.len(), v.len()))
+                }
+                _ => {}
+            }
+        }
+        for k in got.keys() {
+            if !exp.contains_key(k) {
+                diffs.push(format!("extra {k}"));
+            }
+        }
+        diffs
+    }
+}

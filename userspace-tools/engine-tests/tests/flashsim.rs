@@ -1,0 +1,258 @@
+//! The engine on the team's flash simulators (`ferrofs-flashsim`): power cuts with torn and
+//! random-filled operations on raw NAND, a block device with stale discards and a volatile write
+//! cache, bit-flips, uncorrectable reads, failed programs and weak blocks.
+
+use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::std_platform::StdPlatform;
+use ferrofs_engine::{CreateArgs, Engine, Error, Flash, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::crashload::*;
+use ferrofs_engine_tests::{ts, Rng};
+use ferrofs_flashsim::{BlockConfig, BlockSim, CutEffect, CutPlan, DiscardMode, NandConfig, NandSim, TornFill};
+
+type E<F> = Engine<StdPlatform, F>;
+
+fn opts() -> MountOptions {
+    MountOptions { cache_nodes: 24, ..Default::default() }
+}
+
+trait Sim: Flash + Clone {
+    fn cut(&mut self, n: u64, plan: CutPlan);
+    fn reboot_sim(&mut self);
+    fn ops(&self) -> u64;
+    fn powered(&self) -> bool;
+}
+
+impl Sim for NandSim {
+    fn cut(&mut self, n: u64, plan: CutPlan) {
+        self.cut_after_with(n, plan);
+    }
+    fn reboot_sim(&mut self) {
+        self.reboot();
+    }
+    fn ops(&self) -> u64 {
+        self.ops_since_power_on()
+    }
+    fn powered(&self) -> bool {
+        self.is_powered()
+    }
+}
+
+impl Sim for BlockSim {
+    fn cut(&mut self, n: u64, plan: CutPlan) {
+        self.cut_after_with(n, plan);
+    }
+    fn reboot_sim(&mut self) {
+        self.reboot();
+    }
+    fn ops(&self) -> u64 {
+        self.ops_since_power_on()
+    }
+    fn powered(&self) -> bool {
+        self.is_powered()
+    }
+}
+
+fn prepare<F: Sim>(f: F) -> F {
+    let f = E::<F>::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let mut rng = Rng::new(1);
+    for i in 0..4 {
+        let f = fs.create(ROOT_INO, format!("base{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+        let mut d = vec![0u8; 30_000];
+        rng.fill(&mut d);
+        fs.write(f.ino, 0, &d, ts(1)).unwrap();
+    }
+    fs.unmount().map_err(|e| e.0).unwrap()
+}
+
+fn enumerate<F: Sim>(tpl: F, seed: u64, plan: CutPlan, label: &str) -> usize {
+    let ops = workload(seed);
+    let base = {
+        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        read_state(&mut fs)
+    };
+    let all = states(&base, &ops);
+    // dry run: how many operations after the mount
+    let total = {
+        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        let before = fs.flash().ops();
+        for (i, op) in ops.iter().enumerate() {
+            apply_fs(&mut fs, op, i as i64 + 10).unwrap();
+        }
+        fs.flash().ops() - before
+    };
+    let mut runs = 0;
+    for n in 1..=total {
+        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        fs.flash().cut(n, plan);
+        let mut done = 0;
+        for (i, op) in ops.iter().enumerate() {
+            match apply_fs(&mut fs, op, i as i64 + 10) {
+                Ok(()) => done += 1,
+                Err(e) => {
+                    assert!(!fs.flash().powered(), "{label} cut {n}: op {i} failed without a cut: {e:?}");
+                    break;
+                }
+            }
+        }
+        let mut f = fs.into_flash();
+        f.reboot_sim();
+        let mut fs = match E::<F>::mount(f, opts()) {
+            Ok(fs) => fs,
+            Err((e, _)) => panic!("{label} cut {n}: mount failed: {e:?}"),
+        };
+        assert_eq!(fs.check().unwrap(), None, "{label} cut {n}: segment usage");
+        let got = read_state(&mut fs);
+        assert!(acceptable(&all, &ops, done, &got), "{label} cut {n} after {done} phases: {:?}", diff(&all[done], &got));
+        // keeps working
+        let f2 = fs.create(ROOT_INO, b"after", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(999)).unwrap();
+        fs.write(f2.ino, 0, &[3u8; 5000], ts(999)).unwrap();
+        let f = fs.unmount().map_err(|e| e.0).unwrap();
+        let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
+        assert_eq!(fs.lookup(ROOT_INO, b"after").unwrap().size, 5000);
+        runs += 1;
+    }
+    eprintln!("{label}: {runs} cut points verified");
+    runs
+}
+
+fn small_nand(seed: u64) -> NandSim {
+    // 512-byte pages, 64 pages per block (32 KiB blocks), 48 blocks, 2 factory bad blocks
+    NandSim::new(NandConfig { bad_blocks: vec![1, 17], seed, preferred_write: 1024, ..NandConfig::with_layout(512, 64, 48) }).unwrap()
+}
+
+#[test]
+fn nandsim_power_cuts_torn_unwritten() {
+    let plan = CutPlan { effect: CutEffect::Torn, fill: TornFill::Unwritten, ..CutPlan::default() };
+    assert!(enumerate(prepare(small_nand(1)), 42, plan, "nand torn/unwritten") > 100);
+}
+
+#[test]
+fn nandsim_power_cuts_torn_random() {
+    let plan = CutPlan { effect: CutEffect::Torn, fill: TornFill::Random, ..CutPlan::default() };
+    assert!(enumerate(prepare(small_nand(2)), 4242, plan, "nand torn/random") > 100);
+}
+
+#[test]
+fn nandsim_power_cuts_done_and_not_done() {
+    for effect in [CutEffect::Done, CutEffect::NotDone] {
+        let plan = CutPlan { effect, ..CutPlan::default() };
+        assert!(enumerate(prepare(small_nand(3)), 99, plan, &format!("nand {effect:?}")) > 100);
+    }
+}
+
+fn small_block(seed: u64, volatile: bool) -> BlockSim {
+    let mut c = BlockConfig::with_layout(4096, 64 * 1024, 40);
+    c.discard = DiscardMode::Stale;
+    c.volatile_cache = volatile;
+    c.seed = seed;
+    c.open_au_limit = 8;
+    BlockSim::new(c).unwrap()
+}
+
+#[test]
+fn blocksim_power_cuts_stale_discard() {
+    let plan = CutPlan { effect: CutEffect::Torn, fill: TornFill::Random, ..CutPlan::default() };
+    assert!(enumerate(prepare(small_block(5, false)), 77, plan, "block torn/random") > 50);
+}
+
+#[test]
+fn blocksim_power_cuts_volatile_cache() {
+    let plan = CutPlan { effect: CutEffect::Torn, fill: TornFill::Unwritten, count_flushes: true, ..CutPlan::default() };
+    assert!(enumerate(prepare(small_block(6, true)), 78, plan, "block volatile cache") > 50);
+}
+
+#[test]
+fn nandsim_bitflips_are_scrubbed_and_uncorrectable_reads_reported() {
+    let f = prepare(small_nand(7));
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let ino = fs.lookup(ROOT_INO, b"base0").unwrap().ino;
+    let mut expect = vec![0u8; 30_000];
+    fs.read(ino, 0, &mut expect).unwrap();
+    // corrected bit-flips everywhere the file lives
+    for seg in 0..48 {
+        for page in 0..64 {
+            let _ = fs.flash().inject_bitflip(seg, page);
+        }
+    }
+    let mut b = vec![0u8; 30_000];
+    fs.read(ino, 0, &mut b).unwrap();
+    assert_eq!(b, expect);
+    let moved = fs.stats().gc_records;
+    for _ in 0..20 {
+        fs.gc_step(true).unwrap();
+    }
+    assert!(fs.stats().gc_records > moved, "scrubbing moved records");
+    fs.flash().clear_faults();
+    fs.read(ino, 0, &mut b).unwrap();
+    assert_eq!(b, expect);
+    assert_eq!(fs.check().unwrap(), None);
+    // an uncorrectable page under the file: reads report an error, nothing panics
+    fs.sync().unwrap();
+    for seg in 0..48 {
+        for page in 0..64 {
+            let _ = fs.flash().inject_uncorrectable(seg, page);
+        }
+    }
+    let r = fs.read(ino, 0, &mut b);
+    assert!(matches!(r, Err(Error::Corrupt)), "{r:?}");
+    fs.flash().clear_faults();
+}
+
+#[test]
+fn nandsim_failed_program_is_fail_stop_and_recoverable() {
+    let f = prepare(small_nand(8));
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let a = fs.create(ROOT_INO, b"a", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
+    fs.write(a.ino, 0, &[1u8; 8000], ts(2)).unwrap();
+    fs.fsync(a.ino).unwrap();
+    // every later program fails on every block
+    for seg in 0..48 {
+        let _ = fs.flash().fail_program(seg, 0, 0);
+        for p in 0..64 {
+            let _ = fs.flash().fail_program(seg, p, 0);
+        }
+    }
+    let mut failed = false;
+    for i in 0..50 {
+        if fs.write(a.ino, 8000 + i * 4096, &[2u8; 4096], ts(3)).and_then(|_| fs.fsync(a.ino)).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed);
+    assert!(fs.is_failed());
+    assert_eq!(fs.write(a.ino, 0, b"x", ts(4)).unwrap_err(), Error::ReadOnly);
+    let mut f = fs.into_flash();
+    f.clear_faults();
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let i = fs.lookup(ROOT_INO, b"a").unwrap();
+    assert!(i.size >= 8000);
+    let mut b = vec![0u8; 8000];
+    fs.read(a.ino, 0, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == 1));
+    assert_eq!(fs.check().unwrap(), None);
+}
+
+#[test]
+fn nandsim_weak_blocks_are_retired() {
+    let f = prepare(small_nand(9));
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    for seg in [20, 21, 22, 30] {
+        let _ = fs.flash().weak_block(seg, 0);
+    }
+    let a = fs.create(ROOT_INO, b"a", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
+    let mut rng = Rng::new(11);
+    let mut data = vec![0u8; 100_000];
+    for _ in 0..10 {
+        rng.fill(&mut data);
+        fs.write(a.ino, 0, &data, ts(3)).unwrap();
+    }
+    assert!(fs.stats().retired >= 1, "{:?}", fs.stats());
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let mut b = vec![0u8; 100_000];
+    fs.read(a.ino, 0, &mut b).unwrap();
+    assert_eq!(b, data);
+    assert_eq!(fs.check().unwrap(), None);
+}
