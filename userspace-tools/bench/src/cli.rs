@@ -1,0 +1,283 @@
+//! Command-line interface (clap).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::units::{parse_duration, parse_fill, parse_nonzero_size, parse_size};
+
+#[derive(Debug, Parser)]
+#[command(name = "ferrofs-bench", version, about = "Flash filesystem benchmark: throughput sweep, dirty-fs overwrite, write latency, GC fluctuation, small files, metadata, mount time, write amplification; plus a host-side report")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Sequential write (with final fsync) then read throughput by block size, buffered and O_DIRECT; or a raw device.
+    Sweep(SweepArgs),
+    /// Overwrite throughput by block size on a clean filesystem and after filling to 50/80/90 % and fragmenting.
+    Dirty(DirtyArgs),
+    /// Per-write latency: min, median, p99, p99.9, max and a log2 histogram.
+    Latency(LatencyArgs),
+    /// Throughput in short windows over a long overwrite run (GC fluctuation).
+    Gc(GcArgs),
+    /// Create+write+fsync then unlink of many small files.
+    Smallfiles(SmallfilesArgs),
+    /// mkdir / create / stat / readdir / rename / unlink / rmdir rates.
+    Meta(MetaArgs),
+    /// Time a caller-given mount command after a clean unmount; memory deltas from /proc.
+    Mount(MountArgs),
+    /// Host side: combine JSON results of several filesystems into Markdown tables with ratios and SVG plots.
+    Report(ReportArgs),
+}
+
+/// Options shared by every measuring subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Name of the filesystem under test in the results (jffs2, ubifs, ferrofs, ...).
+    #[arg(long, default_value = "fs")]
+    pub label: String,
+    /// Seed of all generated data and random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory for the JSON (and Markdown) results.
+    #[arg(long, default_value = ".")]
+    pub out_dir: PathBuf,
+    /// Never show a progress bar (it is shown only when stdout is a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// File of key=value device counters read before and after each measured phase (write amplification).
+    #[arg(long)]
+    pub counters_file: Option<PathBuf>,
+    /// Key of --counters-file that counts writes to the medium.
+    #[arg(long, default_value = "bytes_written")]
+    pub counter_key: String,
+    /// Bytes per unit of --counter-key (e.g. the page size when it counts pages).
+    #[arg(long, default_value_t = 1.0)]
+    pub counter_scale: f64,
+    /// Block device name in /proc/diskstats (vda, mtdblock0) whose sectors written give write amplification.
+    #[arg(long)]
+    pub diskstats_dev: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoMode {
+    Buffered,
+    Direct,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Pattern {
+    /// Overwrite the work file front to back, wrapping around.
+    Seq,
+    /// Overwrite block-aligned offsets chosen at random (from --seed).
+    Random,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyncMode {
+    /// Plain write(2); the page cache absorbs what it can.
+    None,
+    /// fsync after every write, inside the timed region.
+    Fsync,
+    /// Open with O_DSYNC.
+    Dsync,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Directory on the mounted filesystem to measure (omit with --raw).
+    #[arg(required_unless_present = "raw", conflicts_with = "raw")]
+    pub dir: Option<PathBuf>,
+    /// Raw device instead of a filesystem: MTD char device (/dev/mtdN) or block device. DESTROYS ITS DATA.
+    #[arg(long)]
+    pub raw: Option<PathBuf>,
+    /// Required with --raw: acknowledges that the device's contents are overwritten.
+    #[arg(long)]
+    pub destructive: bool,
+    /// Byte offset on the raw device (rounded up to an erase block for MTD).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub raw_offset: u64,
+    /// Block sizes, comma-separated.
+    #[arg(long, default_value = "4k,16k,32k,64k,128k,1M,16M", value_delimiter = ',', value_parser = parse_nonzero_size)]
+    pub block_sizes: Vec<u64>,
+    /// Bytes written (and read) per data point (rounded up to a whole block).
+    #[arg(long, default_value = "64M", value_parser = parse_nonzero_size)]
+    pub total: u64,
+    /// I/O modes for filesystem runs.
+    #[arg(long, value_delimiter = ',', default_value = "buffered,direct")]
+    pub modes: Vec<IoMode>,
+    /// Shell command run between write and read phases to empty caches (e.g. "umount /mnt && mount ...").
+    #[arg(long)]
+    pub remount_cmd: Option<String>,
+    /// Do not write /proc/sys/vm/drop_caches between phases.
+    #[arg(long)]
+    pub no_drop_caches: bool,
+}
+
+/// How the filesystem is filled and fragmented before dirty measurements.
+#[derive(Debug, Args, Clone)]
+pub struct FillArgs {
+    /// Size of each fill file; small files make live and dead data share erase blocks.
+    #[arg(long, default_value = "32k", value_parser = parse_nonzero_size)]
+    pub fill_file_size: u64,
+    /// Fraction of fill files deleted at random (then the fill is topped up again).
+    #[arg(long, default_value_t = 0.5)]
+    pub delete_fraction: f64,
+    /// Stop filling after this many bytes even below the target (0 = no cap).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub max_fill_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct DirtyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    /// Fill levels (percent or fraction of statvfs size), comma-separated; a clean run always comes first.
+    #[arg(long, default_value = "50,80,90", value_delimiter = ',', value_parser = parse_fill)]
+    pub fill: Vec<f64>,
+    #[arg(long, default_value = "4k,16k,64k,128k,1M", value_delimiter = ',', value_parser = parse_nonzero_size)]
+    pub block_sizes: Vec<u64>,
+    /// Bytes overwritten per data point (the same for every point).
+    #[arg(long, default_value = "32M", value_parser = parse_nonzero_size)]
+    pub amount: u64,
+    /// Size of the file being overwritten.
+    #[arg(long, default_value = "4M", value_parser = parse_nonzero_size)]
+    pub work_size: u64,
+    /// Untimed overwrite before each measurement (default: one pass over the work file).
+    #[arg(long, value_parser = parse_size)]
+    pub warmup: Option<u64>,
+    #[arg(long, value_enum, default_value = "random")]
+    pub pattern: Pattern,
+    #[command(flatten)]
+    pub fill_args: FillArgs,
+    /// Leave the benchmark's files behind.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    /// Number of timed writes.
+    #[arg(long, default_value_t = 100_000)]
+    pub count: u64,
+    #[arg(long, default_value = "4k", value_parser = parse_nonzero_size)]
+    pub block_size: u64,
+    /// Size of the file being overwritten.
+    #[arg(long, default_value = "16M", value_parser = parse_nonzero_size)]
+    pub file_size: u64,
+    #[arg(long, value_enum, default_value = "none")]
+    pub sync: SyncMode,
+    #[arg(long, value_enum, default_value = "seq")]
+    pub pattern: Pattern,
+    /// Also store every sample (ns) in the JSON.
+    #[arg(long)]
+    pub keep_samples: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    /// Length of the overwrite run.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Throughput window.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub window: Duration,
+    /// Stop after this many bytes even before --duration (0 = no limit).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub max_bytes: u64,
+    #[arg(long, default_value = "64k", value_parser = parse_nonzero_size)]
+    pub block_size: u64,
+    #[arg(long, default_value = "16M", value_parser = parse_nonzero_size)]
+    pub file_size: u64,
+    /// Fill and fragment the filesystem to this level first (percent or fraction); 0 = no fill.
+    #[arg(long, default_value = "0", value_parser = parse_fill)]
+    pub fill: f64,
+    #[arg(long, value_enum, default_value = "random")]
+    pub pattern: Pattern,
+    /// Do not fsync at the end of each window (then windows measure the page cache, too).
+    #[arg(long)]
+    pub no_window_fsync: bool,
+    #[command(flatten)]
+    pub fill_args: FillArgs,
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SmallfilesArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    #[arg(long, default_value_t = 2000)]
+    pub count: u64,
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    pub size: u64,
+    /// Files per subdirectory.
+    #[arg(long, default_value_t = 500)]
+    pub per_dir: u64,
+    /// Skip the fsync after each file.
+    #[arg(long)]
+    pub no_fsync: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetaArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    #[arg(long, default_value_t = 20)]
+    pub dirs: u64,
+    #[arg(long, default_value_t = 100)]
+    pub files_per_dir: u64,
+    /// Rounds of the stat pass.
+    #[arg(long, default_value_t = 3)]
+    pub stat_rounds: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Shell command that mounts the filesystem (timed).
+    #[arg(long)]
+    pub mount_cmd: String,
+    /// Shell command that unmounts it cleanly (run before each timed mount).
+    #[arg(long)]
+    pub umount_cmd: Option<String>,
+    /// The filesystem is not mounted yet: skip the first unmount.
+    #[arg(long)]
+    pub not_mounted: bool,
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Do not drop caches between unmount and mount.
+    #[arg(long)]
+    pub no_drop_caches: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Directory holding JSON results (searched recursively, 3 levels).
+    pub results_dir: PathBuf,
+    /// Output directory for report.md and the SVG plots (default RESULTS_DIR/report).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Label whose numbers are divided by each peer's in the ratio columns.
+    #[arg(long, default_value = "ferrofs")]
+    pub reference: String,
+    /// Skip the plots.
+    #[arg(long)]
+    pub no_plots: bool,
+}

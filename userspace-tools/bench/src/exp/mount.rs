@@ -1,0 +1,97 @@
+//! `mount`: time a caller-given mount command after a clean unmount, with memory deltas.
+
+use std::collections::BTreeMap;
+
+use crate::cli::MountArgs;
+use crate::error::Result;
+use crate::exp::{median, Ctx};
+use crate::record::{MountResults, MountRun};
+use crate::sys::{drop_caches, read_meminfo, read_slabinfo, run_shell};
+
+const MEMINFO_KEYS: [&str; 10] = ["MemFree", "MemAvailable", "Buffers", "Cached", "Slab", "SReclaimable", "SUnreclaim", "KernelStack", "VmallocUsed", "Percpu"];
+const TOP_SLABS: usize = 10;
+
+/// after - before for the keys present in both.
+pub fn deltas(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, keys: Option<&[&str]>) -> BTreeMap<String, i64> {
+    after
+        .iter()
+        .filter(|(k, _)| keys.is_none_or(|ks| ks.contains(&k.as_str())))
+        .filter_map(|(k, &a)| before.get(k).map(|&b| (k.clone(), a as i64 - b as i64)))
+        .collect()
+}
+
+/// The `n` entries with the largest absolute value (non-zero only).
+pub fn top_abs(m: &BTreeMap<String, i64>, n: usize) -> BTreeMap<String, i64> {
+    let mut v: Vec<(&String, &i64)> = m.iter().filter(|(_, v)| **v != 0).collect();
+    v.sort_by_key(|(_, v)| std::cmp::Reverse(v.unsigned_abs()));
+    v.into_iter().take(n).map(|(k, v)| (k.clone(), *v)).collect()
+}
+
+pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
+    let mut runs = Vec::new();
+    for i in 0..a.repeat.max(1) {
+        let umount = match &a.umount_cmd {
+            Some(cmd) if i > 0 || !a.not_mounted => {
+                let r = run_shell(cmd)?;
+                if !r.ok {
+                    ctx.event(format!("unmount command {cmd:?} failed (exit {:?}) before run {}", r.exit_code, i + 1));
+                }
+                Some(r)
+            }
+            _ => None,
+        };
+        let cache_drop = drop_caches(None, !a.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}"));
+        let (m0, s0) = (read_meminfo(), read_slabinfo());
+        let mount = run_shell(&a.mount_cmd)?;
+        let (m1, s1) = (read_meminfo(), read_slabinfo());
+        let meminfo_delta_kb = match (&m0, &m1) {
+            (Some(b), Some(a)) => deltas(b, a, Some(&MEMINFO_KEYS)),
+            _ => BTreeMap::new(),
+        };
+        let (slab_delta_bytes, slab_top_delta_bytes) = match (&s0, &s1) {
+            (Some(b), Some(a)) => {
+                let d = deltas(b, a, None);
+                (Some(d.values().sum()), top_abs(&d, TOP_SLABS))
+            }
+            _ => (None, BTreeMap::new()),
+        };
+        println!(
+            "mount run {}: {:.3} s{}{}",
+            i + 1,
+            mount.seconds,
+            if mount.ok { String::new() } else { format!(" (FAILED, exit {:?})", mount.exit_code) },
+            slab_delta_bytes.map(|d| format!(", slab {:+} kB", d / 1024)).unwrap_or_default()
+        );
+        let ok = mount.ok;
+        runs.push(MountRun { umount, mount, meminfo_delta_kb, slab_delta_bytes, slab_top_delta_bytes, cache_drop });
+        if !ok {
+            ctx.event(format!("mount command failed on run {}; stopping", i + 1));
+            break;
+        }
+    }
+    let times: Vec<f64> = runs.iter().filter(|r| r.mount.ok).map(|r| r.mount.seconds).collect();
+    Ok(MountResults { min_s: times.iter().copied().reduce(f64::min), median_s: median(&times), max_s: times.iter().copied().reduce(f64::max), runs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_math() {
+        let b: BTreeMap<String, u64> = [("Slab".to_string(), 100), ("MemFree".to_string(), 1000), ("Other".to_string(), 1)].into();
+        let a: BTreeMap<String, u64> = [("Slab".to_string(), 150), ("MemFree".to_string(), 900), ("Other".to_string(), 2), ("New".to_string(), 5)].into();
+        let d = deltas(&b, &a, Some(&MEMINFO_KEYS));
+        assert_eq!(d.len(), 2);
+        assert_eq!(d["Slab"], 50);
+        assert_eq!(d["MemFree"], -100);
+        let all = deltas(&b, &a, None);
+        assert_eq!(all.len(), 3);
+        let t = top_abs(&all, 2);
+        assert_eq!(t.len(), 2);
+        assert!(t.contains_key("MemFree") && t.contains_key("Slab"));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+}

@@ -1,0 +1,484 @@
+//! Markdown: one run's summary, and the combined report over several filesystems with ratios.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Context, Result};
+use crate::record::{DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RunRecord, SweepResults};
+use crate::units::fmt_size;
+use crate::wa::WaSample;
+
+/// reference / peer, when both exist, are finite and the peer is non-zero.
+pub fn ratio(reference: Option<f64>, peer: Option<f64>) -> Option<f64> {
+    match (reference, peer) {
+        (Some(r), Some(p)) if r.is_finite() && p.is_finite() && p != 0.0 => Some(r / p),
+        _ => None,
+    }
+}
+
+pub fn fmt_num(v: Option<f64>, prec: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.prec$}"),
+        _ => "n/a".into(),
+    }
+}
+
+pub fn fmt_ratio(r: Option<f64>) -> String {
+    match r {
+        Some(x) => format!("{x:.2}x"),
+        None => "n/a".into(),
+    }
+}
+
+fn fill_name(state: &str, fill: f64) -> String {
+    if state == "clean" {
+        "clean".into()
+    } else {
+        format!("dirty {:.0} %", fill * 100.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One run
+
+/// The Markdown summary of one run (printed after a run, written next to its JSON, and used as the
+/// per-filesystem appendix of the combined report).
+pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
+    let mut s = String::new();
+    let l = &rec.label;
+    match rec.experiment.as_str() {
+        "sweep" => {
+            let r: SweepResults = rec.results_as()?;
+            let modes: Vec<String> = r.points.iter().map(|p| p.mode.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+            for m in modes {
+                let raw = m == "raw-mtd";
+                let _ = writeln!(s, "### {l}: sweep, {m}\n");
+                if raw {
+                    let _ = writeln!(s, "| Block Size | Write MB/s | Read MB/s | Write incl. erase MB/s |\n|---|---|---|---|");
+                } else {
+                    let _ = writeln!(s, "| Block Size | Write MB/s | Read MB/s |\n|---|---|---|");
+                }
+                for p in r.points.iter().filter(|p| p.mode == m) {
+                    let cell = |ph: &crate::record::Phase| if ph.status == "ok" { fmt_num(ph.mb_s, 2) } else { ph.status.clone() };
+                    let _ = write!(s, "| {} | {} | {} |", fmt_size(p.block_size), cell(&p.write), cell(&p.read));
+                    if raw {
+                        let incl = p.erase_seconds.filter(|_| p.write.status == "ok").map(|e| crate::stats::mb_per_s(p.write.bytes, p.write.seconds + e));
+                        let _ = write!(s, " {} |", fmt_num(incl, 2));
+                    }
+                    s.push('\n');
+                }
+                s.push('\n');
+            }
+        }
+        "dirty" => {
+            let r: DirtyResults = rec.results_as()?;
+            let cols: Vec<(String, f64)> = dedup_cols(r.points.iter().map(|p| (p.state.clone(), p.fill)));
+            let _ = writeln!(s, "### {l}: overwrite throughput, clean vs dirty ({} per point)\n", fmt_size(r.overwrite_bytes));
+            let _ = write!(s, "| Block Size |");
+            for (st, f) in &cols {
+                let _ = write!(s, " {} MB/s |", fill_name(st, *f));
+            }
+            let _ = writeln!(s, "\n|---|{}", "---|".repeat(cols.len()));
+            let bss: BTreeSet<u64> = r.points.iter().map(|p| p.block_size).collect();
+            for bs in bss {
+                let _ = write!(s, "| {} |", fmt_size(bs));
+                for (st, f) in &cols {
+                    let p = r.points.iter().find(|p| p.block_size == bs && &p.state == st && p.fill == *f);
+                    let cell = p.map(|p| if p.overwrite.status == "ok" { fmt_num(p.overwrite.mb_s, 2) } else { p.overwrite.status.clone() }).unwrap_or_else(|| "n/a".into());
+                    let _ = write!(s, " {cell} |");
+                }
+                s.push('\n');
+            }
+            s.push('\n');
+            for f in &r.fills {
+                let _ = writeln!(
+                    s,
+                    "- fill to {:.0} %: reached {}, {} files written, {} deleted{}{}",
+                    f.target_fraction * 100.0,
+                    f.achieved_fraction.map(|x| format!("{:.1} %", x * 100.0)).unwrap_or_else(|| "n/a".into()),
+                    f.files_written,
+                    f.files_deleted,
+                    if f.enospc { ", stopped by ENOSPC" } else { "" },
+                    if f.capped { ", capped by --max-fill-bytes" } else { "" }
+                );
+            }
+            if !r.fills.is_empty() {
+                s.push('\n');
+            }
+        }
+        "latency" => {
+            let r: LatencyResults = rec.results_as()?;
+            let _ = writeln!(s, "### {l}: write latency, {} B writes, sync {}\n", r.block_size, r.sync);
+            let _ = writeln!(s, "| Writes | min µs | median µs | p99 µs | p99.9 µs | max µs |\n|---|---|---|---|---|---|");
+            match &r.summary {
+                Some(x) => {
+                    let _ = writeln!(s, "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |", x.count, x.min_us, x.median_us, x.p99_us, x.p999_us, x.max_us);
+                }
+                None => {
+                    let _ = writeln!(s, "| 0 | n/a | n/a | n/a | n/a | n/a |");
+                }
+            }
+            s.push('\n');
+        }
+        "gc" => {
+            let r: GcResults = rec.results_as()?;
+            let _ = writeln!(s, "### {l}: overwrite throughput in {:.2} s windows ({} blocks)\n", r.window_s, fmt_size(r.block_size));
+            let _ = writeln!(s, "| Windows | Mean MB/s | Min window MB/s | Max window MB/s | CoV |\n|---|---|---|---|---|");
+            let _ = writeln!(s, "| {} | {} | {} | {} | {} |\n", r.windows.len(), fmt_num(r.total.mb_s, 2), fmt_num(r.min_window_mb_s, 2), fmt_num(r.max_window_mb_s, 2), fmt_num(r.cov, 3));
+        }
+        "smallfiles" | "meta" => {
+            let r: OpsResults = rec.results_as()?;
+            let _ = writeln!(s, "### {l}: {}\n", rec.experiment);
+            let _ = writeln!(s, "| Operation | Count | ops/s |\n|---|---|---|");
+            for o in &r.ops {
+                let _ = writeln!(s, "| {} | {} | {}{} |", o.op, o.count, fmt_num(Some(o.ops_per_s), 1), if o.error.is_some() { " (stopped by error)" } else { "" });
+            }
+            s.push('\n');
+        }
+        "mount" => {
+            let r: MountResults = rec.results_as()?;
+            let _ = writeln!(s, "### {l}: mount\n");
+            let _ = writeln!(s, "| Run | Mount s | Slab delta kB | Slab (meminfo) delta kB |\n|---|---|---|---|");
+            for (i, run) in r.runs.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "| {} | {}{} | {} | {} |",
+                    i + 1,
+                    fmt_num(Some(run.mount.seconds), 3),
+                    if run.mount.ok { "" } else { " (failed)" },
+                    run.slab_delta_bytes.map(|d| format!("{:.1}", d as f64 / 1024.0)).unwrap_or_else(|| "n/a".into()),
+                    run.meminfo_delta_kb.get("Slab").map(|d| d.to_string()).unwrap_or_else(|| "n/a".into())
+                );
+            }
+            s.push('\n');
+        }
+        other => {
+            let _ = writeln!(s, "### {l}: unknown experiment {other:?}\n");
+        }
+    }
+    let wa = wa_points(rec)?;
+    if !wa.is_empty() {
+        let _ = writeln!(s, "| {l}: point | App MB | Device MB | WA |\n|---|---|---|---|");
+        for (name, w) in wa {
+            let dev = w.counter_device_bytes.or(w.diskstats_device_bytes.map(|b| b as f64));
+            let _ = writeln!(s, "| {name} | {:.2} | {} | {} |", w.app_bytes as f64 / 1e6, fmt_num(dev.map(|b| b / 1e6), 2), fmt_num(w.best(), 2));
+        }
+        s.push('\n');
+    }
+    if !rec.events.is_empty() {
+        let _ = writeln!(s, "Events ({l}, {}):\n", rec.experiment);
+        for e in &rec.events {
+            let _ = writeln!(s, "- {e}");
+        }
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+fn dedup_cols(it: impl Iterator<Item = (String, f64)>) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = Vec::new();
+    for c in it {
+        if !v.iter().any(|x| x.0 == c.0 && x.1 == c.1) {
+            v.push(c);
+        }
+    }
+    v.sort_by(|a, b| a.1.total_cmp(&b.1));
+    v
+}
+
+/// The WA samples of a run, named by data point.
+pub fn wa_points(rec: &RunRecord) -> Result<Vec<(String, WaSample)>> {
+    let mut v = Vec::new();
+    match rec.experiment.as_str() {
+        "sweep" => {
+            let r: SweepResults = rec.results_as()?;
+            for p in r.points {
+                if let Some(w) = p.wa {
+                    v.push((format!("sweep {} {}", p.mode, fmt_size(p.block_size)), w));
+                }
+            }
+        }
+        "dirty" => {
+            let r: DirtyResults = rec.results_as()?;
+            for p in r.points {
+                if let Some(w) = p.wa {
+                    v.push((format!("dirty {} {}", fill_name(&p.state, p.fill), fmt_size(p.block_size)), w));
+                }
+            }
+        }
+        "latency" => {
+            if let Some(w) = rec.results_as::<LatencyResults>()?.wa {
+                v.push(("latency".into(), w));
+            }
+        }
+        "gc" => {
+            if let Some(w) = rec.results_as::<GcResults>()?.wa {
+                v.push(("gc".into(), w));
+            }
+        }
+        "smallfiles" | "meta" => {
+            if let Some(w) = rec.results_as::<OpsResults>()?.wa {
+                v.push((rec.experiment.clone(), w));
+            }
+        }
+        _ => {}
+    }
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Combined report
+
+/// The runs of a results directory, the latest per (experiment, label).
+pub struct ResultSet {
+    pub runs: BTreeMap<(String, String), RunRecord>,
+    pub warnings: Vec<String>,
+}
+
+impl ResultSet {
+    pub fn labels(&self, reference: &str) -> Vec<String> {
+        let mut ls: Vec<String> = self.runs.keys().map(|k| k.1.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+        if let Some(i) = ls.iter().position(|l| l == reference) {
+            let r = ls.remove(i);
+            ls.insert(0, r);
+        }
+        ls
+    }
+
+    pub fn experiments(&self) -> Vec<String> {
+        let order = ["sweep", "dirty", "latency", "gc", "smallfiles", "meta", "mount"];
+        let present: BTreeSet<&String> = self.runs.keys().map(|k| &k.0).collect();
+        let mut v: Vec<String> = order.iter().filter(|e| present.iter().any(|p| p == e)).map(|e| e.to_string()).collect();
+        for p in present {
+            if !v.contains(p) {
+                v.push(p.clone());
+            }
+        }
+        v
+    }
+
+    pub fn get(&self, exp: &str, label: &str) -> Option<&RunRecord> {
+        self.runs.get(&(exp.to_string(), label.to_string()))
+    }
+
+    /// Labels that ran `exp`, reference first.
+    pub fn labels_for(&self, exp: &str, reference: &str) -> Vec<String> {
+        self.labels(reference).into_iter().filter(|l| self.get(exp, l).is_some()).collect()
+    }
+}
+
+fn collect_json(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<()> {
+    let rd = std::fs::read_dir(dir).with_ctx(|| format!("reading results directory {}", dir.display()))?;
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if depth > 0 {
+                collect_json(&p, depth - 1, out)?;
+            }
+        } else if p.extension().is_some_and(|e| e == "json") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Loads every parseable ferrofs-bench JSON under `dir` (3 levels); others become warnings.
+pub fn load_results(dir: &Path) -> Result<ResultSet> {
+    let mut files = Vec::new();
+    collect_json(dir, 3, &mut files)?;
+    let mut set = ResultSet { runs: BTreeMap::new(), warnings: Vec::new() };
+    for f in files {
+        let rec: RunRecord = match std::fs::read_to_string(&f).map_err(crate::error::Error::from).and_then(|t| Ok(serde_json::from_str(&t)?)) {
+            Ok(r) => r,
+            Err(e) => {
+                set.warnings.push(format!("skipped {}: {e}", f.display()));
+                continue;
+            }
+        };
+        if rec.tool != "ferrofs-bench" {
+            set.warnings.push(format!("skipped {}: not a ferrofs-bench result", f.display()));
+            continue;
+        }
+        let key = (rec.experiment.clone(), rec.label.clone());
+        match set.runs.get(&key) {
+            Some(old) if old.started_unix > rec.started_unix => {
+                set.warnings.push(format!("{}: older {} run of {} ignored", f.display(), rec.experiment, rec.label));
+            }
+            Some(_) => {
+                set.warnings.push(format!("{}: replaces an older {} run of {}", f.display(), rec.experiment, rec.label));
+                set.runs.insert(key, rec);
+            }
+            None => {
+                set.runs.insert(key, rec);
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// A table of one metric per row for each label, with reference/peer ratio columns.
+fn metric_table(s: &mut String, row_header: &str, rows: &[String], labels: &[String], reference: &str, unit: &str, prec: usize, get: impl Fn(&str, &str) -> Option<f64>) {
+    let peers: Vec<&String> = if labels.iter().any(|l| l == reference) { labels.iter().filter(|l| *l != reference).collect() } else { Vec::new() };
+    let _ = write!(s, "| {row_header} |");
+    for l in labels {
+        let _ = write!(s, " {l}{unit} |");
+    }
+    for p in &peers {
+        let _ = write!(s, " {reference} / {p} |");
+    }
+    let _ = writeln!(s, "\n|---|{}", "---|".repeat(labels.len() + peers.len()));
+    for r in rows {
+        let _ = write!(s, "| {r} |");
+        for l in labels {
+            let _ = write!(s, " {} |", fmt_num(get(l, r), prec));
+        }
+        for p in &peers {
+            let _ = write!(s, " {} |", fmt_ratio(ratio(get(reference, r), get(p, r))));
+        }
+        s.push('\n');
+    }
+    s.push('\n');
+}
+
+/// The combined Markdown report.
+pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
+    let mut s = String::new();
+    let labels = set.labels(reference);
+    let _ = writeln!(s, "# ferrofs-bench report\n");
+    let _ = writeln!(s, "Filesystems: {}. Ratio columns are {reference} / peer (above 1 means {reference} is higher; for latency and mount time lower is better). MB = 10^6 bytes.\n", labels.join(", "));
+    for exp in set.experiments() {
+        let ls = set.labels_for(&exp, reference);
+        let _ = writeln!(s, "## {exp}\n");
+        match exp.as_str() {
+            "sweep" => {
+                let res: BTreeMap<String, SweepResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let modes: BTreeSet<String> = res.values().flat_map(|r| r.points.iter().map(|p| p.mode.clone())).collect();
+                for m in modes {
+                    let bss: BTreeSet<u64> = res.values().flat_map(|r| r.points.iter().filter(|p| p.mode == m).map(|p| p.block_size)).collect();
+                    let rows: Vec<String> = bss.iter().map(|b| fmt_size(*b)).collect();
+                    for (phase, is_write) in [("write", true), ("read", false)] {
+                        let _ = writeln!(s, "### {m} {phase}\n");
+                        metric_table(&mut s, "Block Size", &rows, &ls, reference, " MB/s", 2, |l, row| {
+                            let p = res.get(l)?.points.iter().find(|p| p.mode == m && fmt_size(p.block_size) == row)?;
+                            if is_write { p.write.mb_s } else { p.read.mb_s }
+                        });
+                    }
+                }
+            }
+            "dirty" => {
+                let res: BTreeMap<String, DirtyResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let mut keys: Vec<(u64, u64, String)> = Vec::new();
+                for r in res.values() {
+                    for p in &r.points {
+                        let k = ((p.fill * 1000.0).round() as u64, p.block_size, format!("{} {}", fill_name(&p.state, p.fill), fmt_size(p.block_size)));
+                        if !keys.contains(&k) {
+                            keys.push(k);
+                        }
+                    }
+                }
+                keys.sort();
+                let rows: Vec<String> = keys.into_iter().map(|k| k.2).collect();
+                metric_table(&mut s, "State, Block Size", &rows, &ls, reference, " MB/s", 2, |l, row| {
+                    let p = res.get(l)?.points.iter().find(|p| format!("{} {}", fill_name(&p.state, p.fill), fmt_size(p.block_size)) == row)?;
+                    p.overwrite.mb_s
+                });
+            }
+            "latency" => {
+                let res: BTreeMap<String, LatencyResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let rows: Vec<String> = ["min", "median", "mean", "p99", "p99.9", "max"].iter().map(|x| x.to_string()).collect();
+                metric_table(&mut s, "Latency", &rows, &ls, reference, " µs", 1, |l, row| {
+                    let x = res.get(l)?.summary.as_ref()?;
+                    Some(match row {
+                        "min" => x.min_us,
+                        "median" => x.median_us,
+                        "mean" => x.mean_us,
+                        "p99" => x.p99_us,
+                        "p99.9" => x.p999_us,
+                        _ => x.max_us,
+                    })
+                });
+            }
+            "gc" => {
+                let res: BTreeMap<String, GcResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let rows: Vec<String> = ["mean MB/s", "min window MB/s", "max window MB/s", "CoV"].iter().map(|x| x.to_string()).collect();
+                metric_table(&mut s, "Metric", &rows, &ls, reference, "", 3, |l, row| {
+                    let r = res.get(l)?;
+                    match row {
+                        "mean MB/s" => r.total.mb_s,
+                        "min window MB/s" => r.min_window_mb_s,
+                        "max window MB/s" => r.max_window_mb_s,
+                        _ => r.cov,
+                    }
+                });
+            }
+            "smallfiles" | "meta" => {
+                let res: BTreeMap<String, OpsResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let mut rows: Vec<String> = Vec::new();
+                for r in res.values() {
+                    for o in &r.ops {
+                        if !rows.contains(&o.op) {
+                            rows.push(o.op.clone());
+                        }
+                    }
+                }
+                metric_table(&mut s, "Operation", &rows, &ls, reference, " ops/s", 1, |l, row| res.get(l)?.ops.iter().find(|o| o.op == row).map(|o| o.ops_per_s));
+            }
+            "mount" => {
+                let res: BTreeMap<String, MountResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let rows: Vec<String> = ["min s", "median s", "max s", "slab delta kB (run 1)"].iter().map(|x| x.to_string()).collect();
+                metric_table(&mut s, "Mount", &rows, &ls, reference, "", 3, |l, row| {
+                    let r = res.get(l)?;
+                    match row {
+                        "min s" => r.min_s,
+                        "median s" => r.median_s,
+                        "max s" => r.max_s,
+                        _ => r.runs.first()?.slab_delta_bytes.map(|b| b as f64 / 1024.0),
+                    }
+                });
+            }
+            other => {
+                let _ = writeln!(s, "(unknown experiment {other:?}; see the per-filesystem section)\n");
+            }
+        }
+    }
+    // Write amplification wherever a run recorded it.
+    let mut wa: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut wa_rows: Vec<String> = Vec::new();
+    for ((_, label), rec) in &set.runs {
+        for (name, w) in wa_points(rec).unwrap_or_default() {
+            if let Some(v) = w.best() {
+                if !wa_rows.contains(&name) {
+                    wa_rows.push(name.clone());
+                }
+                wa.entry(label.clone()).or_default().insert(name, v);
+            }
+        }
+    }
+    if !wa_rows.is_empty() {
+        let _ = writeln!(s, "## write amplification\n\nDevice bytes written / bytes the benchmark wrote (lower is better).\n");
+        let wl: Vec<String> = labels.iter().filter(|l| wa.contains_key(*l)).cloned().collect();
+        metric_table(&mut s, "Point", &wa_rows, &wl, reference, "", 2, |l, row| wa.get(l)?.get(row).copied());
+    }
+    let _ = writeln!(s, "## Per filesystem\n");
+    for exp in set.experiments() {
+        for l in set.labels_for(&exp, reference) {
+            if let Some(rec) = set.get(&exp, &l) {
+                match summary_markdown(rec) {
+                    Ok(t) => s.push_str(&t),
+                    Err(e) => {
+                        let _ = writeln!(s, "{l} {exp}: unreadable results ({e})\n");
+                    }
+                }
+            }
+        }
+    }
+    if !set.warnings.is_empty() {
+        let _ = writeln!(s, "## Warnings\n");
+        for w in &set.warnings {
+            let _ = writeln!(s, "- {w}");
+        }
+    }
+    Ok(s)
+}
