@@ -12,7 +12,7 @@ use crate::engine::format::{
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, SEG_SCRUB};
+use crate::engine::log::{Log, SEG_RETIRE, SEG_SCRUB};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -698,8 +698,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        self.tree.commit(&mut self.log)?;
-        self.log.flush_all()?;
+        let mut rounds = 0;
+        loop {
+            if self.log.has_failed_seg() {
+                rounds += 1;
+                if rounds > 8 {
+                    self.log.failed = true;
+                    return Err(Error::Io);
+                }
+                self.relocate_failed()?;
+            }
+            self.tree.commit(&mut self.log)?;
+            self.log.flush_all()?;
+            if !self.log.has_failed_seg() {
+                break;
+            }
+        }
         let seq = self.log.next_seq;
         self.log.next_seq = seq.saturating_add(1);
         let (root, root_level, has_root) = match self.tree.root() {
@@ -759,10 +773,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.flash.flush()?;
         self.log.stats = stats;
         self.log.need_checkpoint = false;
-        // free dead segments now that no checkpoint needs them
-        for s in self.log.segs.as_mut_slice() {
-            if s.state == segstate::FULL && s.live == 0 {
-                s.state = segstate::FREE;
+        // free dead segments now that no checkpoint needs them; retire failed ones
+        for i in 0..self.log.segs.len() {
+            let si = match self.log.segs.as_mut_slice().get_mut(i) {
+                Some(s) => s,
+                None => break,
+            };
+            if si.state == segstate::FULL && si.live == 0 {
+                if si.flags & SEG_RETIRE != 0 {
+                    si.state = segstate::BAD;
+                    self.log.stats.retired = self.log.stats.retired.saturating_add(1);
+                    let _ = self.log.flash.mark_bad(i as u32);
+                } else {
+                    si.state = segstate::FREE;
+                }
             }
         }
         Ok(())
@@ -780,7 +804,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             for s in self.log.segs.as_slice() {
                 let mut e = *s;
                 if e.state == segstate::FULL && e.live == 0 {
-                    e.state = segstate::FREE;
+                    e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
                 }
                 put_seginfo(&mut w, &e)?;
             }
@@ -814,7 +838,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Checkpoint if the index cache is getting full of dirty nodes or a head lost its chain.
     pub(crate) fn maybe_commit(&mut self) -> Result<()> {
-        if self.tree.needs_commit() || self.log.need_checkpoint {
+        if self.tree.needs_commit() || self.log.need_checkpoint || self.log.has_failed_seg() {
             self.checkpoint()?;
         }
         Ok(())
@@ -941,6 +965,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // moving this segment would gain (almost) nothing
             return Ok(false);
         }
+        self.move_segment(v)?;
+        self.maybe_commit()?;
+        if self.log.free_count() <= RESERVE_DELETE {
+            self.checkpoint()?;
+        }
+        Ok(true)
+    }
+
+    /// Move every live record out of segment `v` (to the cold head for file data, to the meta
+    /// head for metadata; live index nodes are dirtied). The segment becomes free (or bad, if it
+    /// is being retired) at the next checkpoint.
+    fn move_segment(&mut self, v: u32) -> Result<()> {
+        let vi = *self.log.seg(v)?;
         let mut off = 0u32;
         loop {
             let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
@@ -971,11 +1008,38 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             si.flags &= !SEG_SCRUB;
             return Err(Error::Corrupt);
         }
-        self.maybe_commit()?;
-        if self.log.free_count() <= RESERVE_DELETE {
-            self.checkpoint()?;
+        Ok(())
+    }
+
+    /// Relocate the records of segments whose program failed (heads in ghost mode and the
+    /// shadow), so that the next checkpoint can retire them.
+    fn relocate_failed(&mut self) -> Result<()> {
+        let mut guard = 0;
+        loop {
+            guard += 1;
+            if guard > 16 {
+                self.log.failed = true;
+                return Err(Error::Io);
+            }
+            if self.log.shadow.is_none() {
+                match self.log.heads.iter().position(|h| h.ghost) {
+                    Some(h) => self.log.ghost_to_shadow(h)?,
+                    None => return Ok(()),
+                }
+            }
+            let seg = match &self.log.shadow {
+                Some(sh) => sh.seg,
+                None => continue,
+            };
+            if seg != NO_SEG {
+                let r = self.move_segment(seg);
+                if r.is_err() {
+                    self.log.failed = true;
+                }
+                r?;
+            }
+            self.log.shadow = None;
         }
-        Ok(true)
     }
 
     fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {

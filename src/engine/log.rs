@@ -12,6 +12,8 @@ use crate::engine::platform::{FallibleVec, Platform};
 
 /// Segment flag: a corrected read was seen, scrub (rewrite) the segment.
 pub const SEG_SCRUB: u8 = 1;
+/// Segment flag: a program failed in it; once its live records are moved it becomes bad.
+pub const SEG_RETIRE: u8 = 2;
 
 /// One log head.
 pub struct Head<P: Platform> {
@@ -27,12 +29,25 @@ pub struct Head<P: Platform> {
     pub buf: P::Vec<u8>,
     /// Reserved next segment (written in this segment's header) or NO_SEG.
     pub next: u32,
+    /// A program failed in `seg`: nothing more is programmed there, records accumulate in
+    /// `buf` until the engine relocates them (see `Engine::relocate_failed`).
+    pub ghost: bool,
 }
 
 impl<P: Platform> Head<P> {
     fn new() -> Self {
-        Head { seg: NO_SEG, seg_seq: 0, pos: 0, buf_start: 0, buf: P::Vec::new(), next: NO_SEG }
+        Head { seg: NO_SEG, seg_seq: 0, pos: 0, buf_start: 0, buf: P::Vec::new(), next: NO_SEG, ghost: false }
     }
+}
+
+/// Records of a segment whose program failed, kept in RAM until they are relocated.
+pub struct Shadow<P: Platform> {
+    /// The failed segment.
+    pub seg: u32,
+    /// Offset of the first byte of `buf` in it.
+    pub start: u32,
+    /// The bytes that could not be programmed.
+    pub buf: P::Vec<u8>,
 }
 
 /// The log.
@@ -60,6 +75,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub scratch: P::Vec<u8>,
     /// Flush size (preferred write, multiple of the write unit).
     pub chunk: u32,
+    /// Unprogrammed records of a failed segment awaiting relocation.
+    pub shadow: Option<Shadow<P>>,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -83,6 +100,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             failed: false,
             scratch: P::Vec::new(),
             chunk,
+            shadow: None,
         }
     }
 
@@ -160,27 +178,67 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
-    /// Program `buf` at `off` of `seg`.
-    fn program(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<()> {
+    /// Program `buf` at `off` of `seg`. `Ok(false)`: the program failed and the segment must be
+    /// retired (the caller keeps the data in RAM). Other errors stop the engine (fail-stop).
+    fn program(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<bool> {
         if self.failed {
             return Err(Error::ReadOnly);
         }
         match self.flash.write(seg, off, buf) {
             Ok(()) => {
                 self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(buf.len() as u64);
-                Ok(())
+                Ok(true)
+            }
+            Err(crate::engine::flash::FlashError::WriteFailed) => {
+                if let Ok(s) = self.seg_mut(seg) {
+                    s.flags |= SEG_SCRUB | SEG_RETIRE;
+                }
+                Ok(false)
             }
             Err(e) => {
                 // Fail-stop: the in-RAM state no longer matches the medium.
                 self.failed = true;
-                if e == crate::engine::flash::FlashError::WriteFailed {
-                    if let Ok(s) = self.seg_mut(seg) {
-                        s.flags |= SEG_SCRUB;
-                    }
-                }
                 Err(e.into())
             }
         }
+    }
+
+    /// Whether a head is in ghost mode or a shadow awaits relocation.
+    pub fn has_failed_seg(&self) -> bool {
+        self.shadow.is_some() || self.heads.iter().any(|h| h.ghost)
+    }
+
+    /// Move ghost head `h`'s records into the shadow and detach the head from its segment.
+    pub fn ghost_to_shadow(&mut self, h: usize) -> Result<()> {
+        let (seg, start, next) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.buf_start, hd.next)
+        };
+        if self.shadow.is_some() {
+            self.failed = true;
+            return Err(Error::Io);
+        }
+        let buf = {
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            let b = core::mem::replace(&mut hd.buf, P::Vec::new());
+            hd.ghost = false;
+            hd.seg = NO_SEG;
+            hd.next = NO_SEG;
+            hd.pos = 0;
+            hd.buf_start = 0;
+            b
+        };
+        self.shadow = Some(Shadow { seg, start, buf });
+        if seg != NO_SEG {
+            self.seg_mut(seg)?.state = segstate::FULL;
+        }
+        if next != NO_SEG {
+            let s = self.seg_mut(next)?;
+            if s.state == segstate::RESERVED {
+                s.state = segstate::FREE;
+            }
+        }
+        Ok(())
     }
 
     /// Open a new segment for head `h`: use the reserved next segment, or any free one.
@@ -222,6 +280,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             hd.buf_start = 0;
             hd.buf.clear();
             hd.next = next;
+            hd.ghost = false;
         }
         let mut payload = [0u8; SEGHDR_PAYLOAD];
         {
@@ -246,34 +305,23 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Close head `h`'s segment (flush, mark full).
     fn close_segment(&mut self, h: usize) -> Result<()> {
+        if self.heads.get(h).ok_or(Error::Invalid)?.ghost {
+            // keep the reserved successor: the head continues there
+            let next = self.heads.get(h).ok_or(Error::Invalid)?.next;
+            let seg = self.heads.get(h).ok_or(Error::Invalid)?.seg;
+            self.ghost_to_shadow(h)?;
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            hd.seg = seg;
+            hd.next = next;
+            if next != NO_SEG {
+                self.seg_mut(next)?.state = segstate::RESERVED;
+            }
+            return Ok(());
+        }
         self.flush_head(h)?;
         let seg = self.heads.get(h).ok_or(Error::Invalid)?.seg;
         if seg != NO_SEG {
             self.seg_mut(seg)?.state = segstate::FULL;
-        }
-        Ok(())
-    }
-
-    /// Detach every head from its segment (segments become full, reserved ones free again).
-    pub fn retire_heads(&mut self) -> Result<()> {
-        for h in 0..NUM_HEADS {
-            self.close_segment(h)?;
-            let (next, hd) = {
-                let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
-                let n = hd.next;
-                hd.seg = NO_SEG;
-                hd.next = NO_SEG;
-                hd.pos = 0;
-                hd.buf_start = 0;
-                (n, ())
-            };
-            let _ = hd;
-            if next != NO_SEG {
-                let s = self.seg_mut(next)?;
-                if s.state == segstate::RESERVED {
-                    s.state = segstate::FREE;
-                }
-            }
         }
         Ok(())
     }
@@ -295,6 +343,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     fn push_bytes(&mut self, h: usize, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
+            if self.heads.get(h).ok_or(Error::Invalid)?.ghost {
+                return self.heads.get_mut(h).ok_or(Error::Invalid)?.buf.try_extend_from_slice(data);
+            }
             let chunk = self.chunk as usize;
             let (seg, full) = {
                 let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
@@ -315,9 +366,12 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 let r = self.program(seg, start, buf.as_slice());
                 let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
                 hd.buf = buf;
-                r?;
-                hd.buf.clear();
-                hd.buf_start = start.saturating_add(self.chunk);
+                if r? {
+                    hd.buf.clear();
+                    hd.buf_start = start.saturating_add(self.chunk);
+                } else {
+                    hd.ghost = true;
+                }
             }
         }
         Ok(())
@@ -378,7 +432,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;
             (hd.seg, hd.buf.len(), hd.pos, hd.seg_seq)
         };
-        if seg == NO_SEG || len == 0 {
+        if seg == NO_SEG || len == 0 || self.heads.get(h).ok_or(Error::Invalid)?.ghost {
             return Ok(());
         }
         let rem = (wu - pos % wu) % wu;
@@ -424,10 +478,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let blen = buf.len() as u32;
         let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
         hd.buf = buf;
-        r?;
-        hd.buf.clear();
-        hd.buf_start = start.saturating_add(blen);
-        hd.pos = hd.buf_start;
+        if r? {
+            hd.buf.clear();
+            hd.buf_start = start.saturating_add(blen);
+            hd.pos = hd.buf_start;
+        } else {
+            // the padding stays in the buffer
+            hd.ghost = true;
+            hd.pos = start.saturating_add(blen);
+        }
         Ok(())
     }
 
@@ -446,11 +505,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Err(Error::Corrupt);
         }
         let mut flash_end = end;
+        // (source: head index or NUM_HEADS for the shadow, start of its buffer)
         let mut from_buf: Option<(usize, u32)> = None;
         for (i, h) in self.heads.iter().enumerate() {
             if h.seg == seg && !h.buf.is_empty() && end > h.buf_start {
                 flash_end = flash_end.min(h.buf_start.max(off));
                 from_buf = Some((i, h.buf_start));
+            }
+        }
+        if let Some(sh) = &self.shadow {
+            if sh.seg == seg && !sh.buf.is_empty() && end > sh.start && from_buf.is_none() {
+                flash_end = flash_end.min(sh.start.max(off));
+                from_buf = Some((NUM_HEADS, sh.start));
             }
         }
         if flash_end > off {
@@ -467,11 +533,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         if let Some((h, bstart)) = from_buf {
-            let hd = self.heads.get(h).ok_or(Error::Corrupt)?;
+            let src_buf = if h == NUM_HEADS {
+                self.shadow.as_ref().map(|s| s.buf.as_slice()).ok_or(Error::Corrupt)?
+            } else {
+                self.heads.get(h).ok_or(Error::Corrupt)?.buf.as_slice()
+            };
             let from = flash_end.max(off);
             let bo = (from - bstart) as usize;
             let n = (end - from) as usize;
-            let src = hd.buf.as_slice().get(bo..bo + n).ok_or(Error::Corrupt)?;
+            let src = src_buf.get(bo..bo + n).ok_or(Error::Corrupt)?;
             let oo = (from - off) as usize;
             out.get_mut(oo..oo + n).ok_or(Error::Corrupt)?.copy_from_slice(src);
         }

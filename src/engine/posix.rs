@@ -870,9 +870,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        if self.log.need_checkpoint {
+        if self.log.need_checkpoint || self.log.has_failed_seg() {
             return self.checkpoint();
         }
-        self.log.flush_all()
+        self.log.flush_all()?;
+        if self.log.has_failed_seg() {
+            // a program failed while writing out: relocate and make everything durable
+            return self.checkpoint();
+        }
+        Ok(())
     }
 }

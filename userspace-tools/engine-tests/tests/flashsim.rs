@@ -256,3 +256,57 @@ fn nandsim_weak_blocks_are_retired() {
     assert_eq!(b, data);
     assert_eq!(fs.check().unwrap(), None);
 }
+
+#[test]
+fn nandsim_failed_programs_are_relocated() {
+    let f = prepare(small_nand(12));
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    // page 5 of blocks 10..22 never programs
+    for seg in 10..22 {
+        fs.flash().fail_program(seg, 5, 0).unwrap();
+    }
+    let mut rng = Rng::new(13);
+    let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
+    for i in 0..6 {
+        let a = fs.create(ROOT_INO, format!("r{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
+        model.push((a.ino, Vec::new()));
+    }
+    for step in 0..400 {
+        let k = rng.below(model.len() as u64) as usize;
+        let (ino, content) = &mut model[k];
+        let off = rng.below(40_000) as usize;
+        let len = 1 + rng.below(6000) as usize;
+        let mut d = vec![0u8; len];
+        rng.fill(&mut d);
+        fs.write(*ino, off as u64, &d, ts(3)).unwrap();
+        if content.len() < off + len {
+            content.resize(off + len, 0);
+        }
+        content[off..off + len].copy_from_slice(&d);
+        if step % 25 == 0 {
+            fs.fsync(*ino).unwrap();
+        }
+        if step % 100 == 99 {
+            let f = fs.unmount().map_err(|e| e.0).unwrap();
+            fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+        }
+    }
+    assert!(!fs.is_failed());
+    let st = fs.stats();
+    eprintln!("{st:?}");
+    assert!(st.retired >= 3, "segments retired after failed programs: {st:?}");
+    assert_eq!(fs.check().unwrap(), None);
+    for (ino, content) in &model {
+        let mut b = vec![0u8; content.len()];
+        assert_eq!(fs.read(*ino, 0, &mut b).unwrap(), content.len());
+        assert!(b == *content);
+    }
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    assert!(f.bad_blocks().len() >= 2 + 3, "{:?}", f.bad_blocks());
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    for (ino, content) in &model {
+        let mut b = vec![0u8; content.len()];
+        fs.read(*ino, 0, &mut b).unwrap();
+        assert!(b == *content);
+    }
+}
