@@ -58,6 +58,9 @@ pub struct Common {
     /// Bytes per unit of --counter-key (e.g. the page size when it counts pages).
     #[arg(long, default_value_t = 1.0)]
     pub counter_scale: f64,
+    /// Never write /proc/sys/vm/drop_caches (sweep: between write and read; mount: before mounting).
+    #[arg(long)]
+    pub no_drop_caches: bool,
     /// Block device name in /proc/diskstats (vda, mtdblock0) whose sectors written give write amplification.
     #[arg(long)]
     pub diskstats_dev: Option<String>,
@@ -115,9 +118,6 @@ pub struct SweepArgs {
     /// Shell command run between write and read phases to empty caches (e.g. "umount /mnt && mount ...").
     #[arg(long)]
     pub remount_cmd: Option<String>,
-    /// Do not write /proc/sys/vm/drop_caches between phases.
-    #[arg(long)]
-    pub no_drop_caches: bool,
 }
 
 /// How the filesystem is filled and fragmented before dirty measurements.
@@ -262,9 +262,6 @@ pub struct MountArgs {
     pub not_mounted: bool,
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// Do not drop caches between unmount and mount.
-    #[arg(long)]
-    pub no_drop_caches: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,16 @@
 //! neither allocate nor format, and every experiment is deterministic from `--seed`. Each run writes
 //! a JSON [`record::RunRecord`]; `report` combines several filesystems' runs on the host.
 
+/// `println!` that never panics: a closed stdout (`| head`) must not abort a benchmark whose JSON
+/// is still to be written.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod buf;
 pub mod cli;
 pub mod error;
@@ -36,8 +46,8 @@ fn finish(rec: RunRecord, common: &Common) -> Result<RunRecord> {
     let md = report::summary_markdown(&rec)?;
     let md_path = path.with_extension("md");
     std::fs::write(&md_path, &md).with_ctx(|| format!("writing {}", md_path.display()))?;
-    println!("\n{md}");
-    println!("results: {}", path.display());
+    say!("\n{md}");
+    say!("results: {}", path.display());
     Ok(rec)
 }
 
@@ -59,7 +69,7 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
             let p = params(serde_json::json!({
                 "block_sizes": a.block_sizes, "total": a.total,
                 "modes": a.modes.iter().map(|m| format!("{m:?}").to_lowercase()).collect::<Vec<_>>(),
-                "raw": a.raw.is_some(), "raw_offset": a.raw_offset, "remount_cmd": a.remount_cmd, "drop_caches": !a.no_drop_caches,
+                "raw": a.raw.is_some(), "raw_offset": a.raw_offset, "remount_cmd": a.remount_cmd, "drop_caches": !a.common.no_drop_caches,
             }));
             let rec = ctx.record("sweep", &target, st, p, serde_json::to_value(res)?);
             finish(rec, &a.common).map(Some)
@@ -124,9 +134,14 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
             let st = started();
             let mut ctx = Ctx::new(&a.common);
             let res = exp::mount::run(&mut ctx, &a)?;
-            let p = params(serde_json::json!({"mount_cmd": a.mount_cmd, "umount_cmd": a.umount_cmd, "repeat": a.repeat, "not_mounted": a.not_mounted, "drop_caches": !a.no_drop_caches}));
+            let p = params(serde_json::json!({"mount_cmd": a.mount_cmd, "umount_cmd": a.umount_cmd, "repeat": a.repeat, "not_mounted": a.not_mounted, "drop_caches": !a.common.no_drop_caches}));
+            let failed = res.runs.iter().any(|r| !r.mount.ok);
             let rec = ctx.record("mount", &a.mount_cmd, st, p, serde_json::to_value(res)?);
-            finish(rec, &a.common).map(Some)
+            let rec = finish(rec, &a.common)?;
+            if failed {
+                bail!("the mount command failed (results written)");
+            }
+            Ok(Some(rec))
         }
         Cmd::Report(a) => {
             report_cmd(&a.results_dir, a.out.as_deref(), &a.reference, !a.no_plots)?;
@@ -160,7 +175,7 @@ pub fn report_cmd(results: &Path, out: Option<&Path>, reference: &str, plots: bo
     for w in &set.warnings {
         eprintln!("ferrofs-bench: {w}");
     }
-    println!("{md}");
-    println!("report: {}", path.display());
+    say!("{md}");
+    say!("report: {}", path.display());
     Ok(())
 }

@@ -11,6 +11,20 @@ use crate::record::{DirtyResults, GcResults, LatencyResults, SweepResults};
 use crate::report::ResultSet;
 use crate::units::fmt_size;
 
+/// Distinguishable line colours (Tableau 10).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
 /// One line: name and (x, y) points.
 pub struct Series {
     pub name: String,
@@ -80,7 +94,8 @@ pub fn line_chart(path: &Path, axes: &Axes, series: &[Series]) -> Result<bool> {
     } else {
         pad(x0.min(0.0), x1)
     };
-    let (y0, y1) = if axes.log_y { (y0 / 1.5, y1 * 1.5) } else { pad(y0.min(0.0), y1) };
+    // Headroom above the data for the legend box in the upper right corner.
+    let (y0, y1) = if axes.log_y { (y0 / 1.5, y1 * 6.0) } else { pad(y0.min(0.0), y1 + (y1 - y0.min(0.0)) * 0.25) };
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(perr)?;
     let mut b = ChartBuilder::on(&root);
@@ -94,7 +109,7 @@ pub fn line_chart(path: &Path, axes: &Axes, series: &[Series]) -> Result<bool> {
             let yfmt = |v: &f64| format_num(*v);
             chart.configure_mesh().x_labels(n_xlabels).x_desc(axes.x_desc).y_desc(axes.y_desc).x_label_formatter(&xfmt).y_label_formatter(&yfmt).draw().map_err(perr)?;
             for (i, s) in series.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = COLORS[i % COLORS.len()].to_rgba();
                 if axes.scatter {
                     chart
                         .draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))

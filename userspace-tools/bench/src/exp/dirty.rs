@@ -48,7 +48,7 @@ fn run_in(ctx: &mut Ctx, a: &DirtyArgs, w: &Path) -> Result<DirtyResults> {
     for level in levels {
         if level > 0.0 {
             let rep = filler.fill_and_fragment(ctx, level)?;
-            println!(
+            say!(
                 "fill {:.0} %: reached {}, {} files written, {} deleted{}{}",
                 level * 100.0,
                 rep.achieved_fraction.map(|f| format!("{:.1} %", f * 100.0)).unwrap_or_else(|| "?".into()),
@@ -98,6 +98,6 @@ fn run_in(ctx: &mut Ctx, a: &DirtyArgs, w: &Path) -> Result<DirtyResults> {
 fn print_point(p: Option<&DirtyPoint>) {
     if let Some(p) = p {
         let v = p.overwrite.mb_s.map(|v| format!("{v:9.2} MB/s")).unwrap_or_else(|| p.overwrite.status.clone());
-        println!("{:>5} fill {:>4.0} % {:>6}: {}", p.state, p.fill * 100.0, fmt_size(p.block_size), v);
+        say!("{:>5} fill {:>4.0} % {:>6}: {}", p.state, p.fill * 100.0, fmt_size(p.block_size), v);
     }
 }

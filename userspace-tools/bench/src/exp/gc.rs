@@ -120,7 +120,7 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
         fill,
         wa,
     };
-    println!(
+    say!(
         "gc: {} windows of {:.2} s, mean {:.2} MB/s, min {:.2}, max {:.2}, CoV {}",
         res.windows.len(),
         res.window_s,

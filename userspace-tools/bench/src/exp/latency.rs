@@ -66,13 +66,13 @@ fn run_in(ctx: &mut Ctx, a: &LatencyArgs, w: &std::path::Path) -> Result<(Latenc
         SyncMode::Dsync => "dsync",
     };
     if let Some(s) = &summary {
-        println!(
+        say!(
             "{} writes of {} B (sync {sync}): min {:.1} µs, median {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
             s.count, a.block_size, s.min_us, s.median_us, s.p99_us, s.p999_us, s.max_us
         );
         for b in &histogram {
             if b.count > 0 {
-                println!("  [{:>9}, {:>9}) µs {:>9}", b.lo_us, b.hi_us, b.count);
+                say!("  [{:>9}, {:>9}) µs {:>9}", b.lo_us, b.hi_us, b.count);
             }
         }
     }

@@ -31,7 +31,7 @@ fn timed(ctx: &mut Ctx, name: &str, n: u64, mut op: impl FnMut(u64) -> std::io::
         ctx.event(e.clone());
     }
     let r = OpRate { op: name.into(), count: done, seconds: secs, ops_per_s: if secs > 0.0 { done as f64 / secs } else { 0.0 }, error };
-    println!("{:<20} {:>8} ops {:>10.1} ops/s{}", r.op, r.count, r.ops_per_s, r.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default());
+    say!("{:<20} {:>8} ops {:>10.1} ops/s{}", r.op, r.count, r.ops_per_s, r.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default());
     r
 }
 

@@ -40,7 +40,7 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
             }
             _ => None,
         };
-        let cache_drop = drop_caches(None, !a.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}"));
+        let cache_drop = drop_caches(None, !a.common.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}"));
         let (m0, s0) = (read_meminfo(), read_slabinfo());
         let mount = run_shell(&a.mount_cmd)?;
         let (m1, s1) = (read_meminfo(), read_slabinfo());
@@ -55,7 +55,7 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
             }
             _ => (None, BTreeMap::new()),
         };
-        println!(
+        say!(
             "mount run {}: {:.3} s{}{}",
             i + 1,
             mount.seconds,

@@ -218,7 +218,7 @@ fn run_block(ctx: &mut Ctx, a: &SweepArgs, dev: &Path) -> Result<SweepResults> {
             p.wa = ctx.wa.sample(&before, &ctx.wa.snapshot(), total);
             if p.write.status == "ok" {
                 if !direct {
-                    p.cache_drop = Some(crate::sys::drop_caches(a.remount_cmd.as_deref(), !a.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}")));
+                    p.cache_drop = Some(crate::sys::drop_caches(a.remount_cmd.as_deref(), !a.common.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}")));
                 }
                 p.read = timed_io(ctx, &f, offset, total, bs, &mut buf, false, &format!("read {}", fmt_size(bs)));
             }

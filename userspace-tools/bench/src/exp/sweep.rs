@@ -53,7 +53,7 @@ pub fn print_point(p: &SweepPoint) {
         Some(v) => format!("{v:9.2} MB/s"),
         None => format!("{:>14}", ph.status),
     };
-    println!("{:>6} {:<9} write {}  read {}", fmt_size(p.block_size), p.mode, f(&p.write), f(&p.read));
+    say!("{:>6} {:<9} write {}  read {}", fmt_size(p.block_size), p.mode, f(&p.write), f(&p.read));
 }
 
 fn one_point(ctx: &mut Ctx, a: &SweepArgs, path: &Path, bs: u64, mode: IoMode, buf: &mut DataBuf) -> SweepPoint {
@@ -102,7 +102,7 @@ fn one_point(ctx: &mut Ctx, a: &SweepArgs, path: &Path, bs: u64, mode: IoMode, b
 
     // Empty the caches so the read comes from the medium (O_DIRECT bypasses them anyway).
     if mode == IoMode::Buffered {
-        match crate::sys::drop_caches(a.remount_cmd.as_deref(), !a.no_drop_caches) {
+        match crate::sys::drop_caches(a.remount_cmd.as_deref(), !a.common.no_drop_caches) {
             Ok(how) => point.cache_drop = Some(how),
             Err(e) => {
                 ctx.event(format!("dropping caches: {e}"));
