@@ -102,7 +102,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let geo = flash.geometry();
         let wu = geo.write_unit;
         if wu == 0
-            || geo.segment_size % wu != 0
+            || !geo.segment_size.is_multiple_of(wu)
             || geo.segment_size < 16384
             || geo.segment_size < wu.saturating_mul(4)
             || geo.segment_count < 16
@@ -164,12 +164,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         };
         let meta: [u32; 2 + 2 * MAX_CP_SEGS] = {
             let mut m = [NO_SEG; 2 + 2 * MAX_CP_SEGS];
-            let mut i = 0;
-            for s in sb_segs.iter().chain(cp_segs[0].iter()).chain(cp_segs[1].iter()) {
-                if let Some(x) = m.get_mut(i) {
-                    *x = *s;
-                }
-                i += 1;
+            for (x, s) in m.iter_mut().zip(sb_segs.iter().chain(cp_segs.iter().flatten())) {
+                *x = *s;
             }
             m
         };
@@ -351,7 +347,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                         continue;
                     }
                     if let Ok((h, _)) = CpHeader::decode(&mut Reader::new(&hb)) {
-                        if h.serial == self.sb.serial && h.seq < tried_below && best.map_or(true, |b| h.seq > b.0) {
+                        if h.serial == self.sb.serial && h.seq < tried_below && best.is_none_or(|b| h.seq > b.0) {
                             best = Some((h.seq, a, s));
                         }
                     }
@@ -542,7 +538,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let mut best: Option<(usize, u64)> = None;
             for (i, st) in streams.iter().enumerate() {
                 if let Some((h, _)) = st.peeked {
-                    if best.map_or(true, |b| h.seq < b.1) {
+                    if best.is_none_or(|b| h.seq < b.1) {
                         best = Some((i, h.seq));
                     }
                 }
@@ -910,7 +906,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.flags & SEG_SCRUB != 0 {
                 return Some(i);
             }
-            if minmax.map_or(true, |m| s.erases < m.0) {
+            if minmax.is_none_or(|m| s.erases < m.0) {
                 minmax = Some((s.erases, i, 0));
             }
             let live = u64::from(s.live);
@@ -921,7 +917,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             } else {
                 ss.saturating_sub(live)
             };
-            if live < ss && best.map_or(true, |b| score > b.1) {
+            if live < ss && best.is_none_or(|b| score > b.1) {
                 best = Some((i, score));
             }
         }
@@ -942,12 +938,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        if self.log.free_count() < RESERVE_DELETE {
-            if self.pending_free() > 0 {
+        if self.log.free_count() < RESERVE_DELETE
+            && self.pending_free() > 0 {
                 self.checkpoint()?;
                 return Ok(true);
             }
-        }
         self.gc_once(background, 0)
     }
 

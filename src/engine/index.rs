@@ -530,11 +530,7 @@ impl<P: Platform> Tree<P> {
             s = parent;
         }
         // collapse a root with one child
-        loop {
-            let r = match self.root {
-                Some(Ptr::Mem(r)) => r,
-                _ => break,
-            };
+        while let Some(Ptr::Mem(r)) = self.root {
             let (level, len) = {
                 let n = self.node(r)?;
                 (n.level, n.entries.len())

@@ -85,7 +85,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let geo = flash.geometry();
         let wu = geo.write_unit.max(1);
         let mut chunk = geo.preferred_write;
-        if chunk < wu || chunk % wu != 0 || chunk > geo.segment_size {
+        if chunk < wu || !chunk.is_multiple_of(wu) || chunk > geo.segment_size {
             chunk = wu;
         }
         Log {
@@ -145,7 +145,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     pub fn alloc_free(&mut self) -> Option<u32> {
         let mut best: Option<(u32, u32)> = None;
         for (i, s) in self.segs.as_slice().iter().enumerate() {
-            if s.state == segstate::FREE && best.map_or(true, |(_, e)| s.erases < e) {
+            if s.state == segstate::FREE && best.is_none_or(|(_, e)| s.erases < e) {
                 best = Some((i as u32, s.erases));
             }
         }

@@ -56,6 +56,9 @@ pub struct CreateArgs {
     pub rdev: u32,
 }
 
+/// Readdir callback: `(name, ino, type, next_cookie) -> continue?`.
+pub type DirFiller<'a> = &'a mut dyn FnMut(&[u8], u64, FileType, u64) -> bool;
+
 /// A decoded directory entry.
 #[derive(Debug, Clone, Copy)]
 struct Dent {
@@ -722,7 +725,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// List directory `dir` from `cookie` (0 to start). `f(name, ino, type, next_cookie)`
     /// returns false to stop. Cookies are stable: they are the entries' index keys.
-    pub fn readdir(&mut self, dir: u64, cookie: u64, f: &mut dyn FnMut(&[u8], u64, FileType, u64) -> bool) -> Result<()> {
+    pub fn readdir(&mut self, dir: u64, cookie: u64, f: DirFiller<'_>) -> Result<()> {
         let d = self.dir_inode(dir)?;
         let mut c = cookie;
         if c == 0 {
