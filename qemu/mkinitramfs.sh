@@ -27,11 +27,11 @@ for ko in "$@"; do cp "$ko" "$STAGE/ferrofs/"; done
 copy_bin() {
   local bin="$1" dest="$2"
   install -D -m 0755 "$bin" "$STAGE$dest"
-  ldd "$bin" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | while read -r lib; do
+  { ldd "$bin" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | while read -r lib; do
     [ -e "$STAGE$lib" ] || install -D -m 0755 "$lib" "$STAGE$lib"
   done
 }
-for b in flash_erase flash_eraseall nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubidetach ubiformat \
+for b in flash_erase nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubidetach ubiformat \
          ubimkvol ubirmvol ubinfo ubiupdatevol mkfs.ubifs mkfs.jffs2 mkfs.f2fs fsck.f2fs mke2fs e2fsck; do
   path="$(command -v "$b" || true)"
   [ -n "$path" ] || { echo "mkinitramfs: $b not found on the host: run qemu/install-deps.sh" >&2; exit 1; }

@@ -12,7 +12,7 @@ use kernel::{bindings, c_str, types::Opaque};
 
 // The engine's items are `pub` for the userspace crate that shares these files; here they are
 // reached only from this crate, and not every item is used by the kernel layer yet.
-#[allow(unreachable_pub, dead_code)]
+#[allow(unreachable_pub, dead_code, unused_imports)]
 mod engine;
 
 module! {
@@ -45,8 +45,8 @@ struct Ferrofs {
 /// Called by the VFS with a valid, exclusively owned `fc`.
 unsafe extern "C" fn init_fs_context(_fc: *mut bindings::fs_context) -> core::ffi::c_int {
     // Mounting arrives with the VFS layer (issue 4); until then say so instead of failing silently.
-    pr_err!("ferrofs: mounting is not implemented in this build\n");
-    EOPNOTSUPP.to_errno()
+    pr_err!("mounting is not implemented in this build\n");
+    -(bindings::EOPNOTSUPP as core::ffi::c_int)
 }
 
 impl kernel::Module for Ferrofs {
@@ -64,7 +64,7 @@ impl kernel::Module for Ferrofs {
         // SAFETY: `fs_type` is pinned and lives in `Self`, whose `drop` unregisters it before it is
         // freed; its name is a static string and its callbacks are valid for the module's lifetime.
         kernel::error::to_result(unsafe { bindings::register_filesystem(fs_type.0.get()) })?;
-        pr_info!("ferrofs: registered\n");
+        pr_info!("registered\n");
         Ok(Ferrofs { fs_type })
     }
 }
@@ -75,8 +75,8 @@ impl Drop for Ferrofs {
         // (held by every mounted superblock through `owner`) is zero when the module is removed.
         let ret = unsafe { bindings::unregister_filesystem(self.fs_type.0.get()) };
         if ret != 0 {
-            pr_err!("ferrofs: unregister_filesystem failed: {}\n", ret);
+            pr_err!("unregister_filesystem failed: {}\n", ret);
         }
-        pr_info!("ferrofs: unregistered\n");
+        pr_info!("unregistered\n");
     }
 }

@@ -8,6 +8,7 @@
 #include <linux/fs_context.h>
 #include <linux/mtd/mtd.h>
 #include <linux/mtd/super.h>
+#include "shim.h"
 
 /* Inode size, which the kernel guards with a seqcount on 32-bit SMP. */
 loff_t ferrofs_i_size_read(const struct inode *inode) { return i_size_read(inode); }
