@@ -278,3 +278,75 @@ pub struct ReportArgs {
     #[arg(long)]
     pub no_plots: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ferrofs-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sweep_defaults_and_lists() {
+        let Cmd::Sweep(a) = parse(&["sweep", "/mnt"]).unwrap().cmd else { panic!("not sweep") };
+        assert_eq!(a.block_sizes, vec![4096, 16384, 32768, 65536, 131072, 1 << 20, 16 << 20]);
+        assert_eq!(a.total, 64 << 20);
+        assert_eq!(a.modes, vec![IoMode::Buffered, IoMode::Direct]);
+        assert_eq!(a.common.seed, 1);
+        assert_eq!(a.common.label, "fs");
+        assert!(!a.common.no_drop_caches);
+        let Cmd::Sweep(a) = parse(&["sweep", "/mnt", "--block-sizes", "4k,1M", "--modes", "direct", "--label", "jffs2", "--seed", "9", "--remount-cmd", "umount /mnt && mount /mnt"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.block_sizes, vec![4096, 1 << 20]);
+        assert_eq!(a.modes, vec![IoMode::Direct]);
+        assert_eq!(a.common.label, "jffs2");
+        assert_eq!(a.common.seed, 9);
+        assert_eq!(a.remount_cmd.as_deref(), Some("umount /mnt && mount /mnt"));
+        let Cmd::Sweep(a) = parse(&["sweep", "--raw", "/dev/mtd0", "--destructive"]).unwrap().cmd else { panic!() };
+        assert!(a.dir.is_none() && a.destructive);
+    }
+
+    #[test]
+    fn sweep_rejects_bad_input() {
+        assert!(parse(&["sweep"]).is_err(), "needs dir or --raw");
+        assert!(parse(&["sweep", "/mnt", "--raw", "/dev/mtd0"]).is_err(), "dir and --raw conflict");
+        assert!(parse(&["sweep", "/mnt", "--block-sizes", "4k,0"]).is_err());
+        assert!(parse(&["sweep", "/mnt", "--block-sizes", "4q"]).is_err());
+        assert!(parse(&["sweep", "/mnt", "--modes", "fast"]).is_err());
+        assert!(parse(&["sweep", "/mnt", "--total", "0"]).is_err());
+    }
+
+    #[test]
+    fn other_subcommands() {
+        let Cmd::Dirty(a) = parse(&["dirty", "/mnt", "--fill", "50,0.8,90%"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.fill, vec![0.5, 0.8, 0.9]);
+        assert_eq!(a.pattern, Pattern::Random);
+        assert_eq!(a.fill_args.fill_file_size, 32 << 10);
+        assert!(parse(&["dirty", "/mnt", "--fill", "100"]).is_err());
+        let Cmd::Latency(a) = parse(&["latency", "/mnt"]).unwrap().cmd else { panic!() };
+        assert_eq!((a.count, a.block_size, a.sync), (100_000, 4096, SyncMode::None));
+        assert!(parse(&["latency", "/mnt", "--sync", "fsync"]).is_ok());
+        let Cmd::Gc(a) = parse(&["gc", "/mnt", "--duration", "10m", "--window", "250ms", "--fill", "80"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.duration, Duration::from_secs(600));
+        assert_eq!(a.window, Duration::from_millis(250));
+        assert_eq!(a.fill, 0.8);
+        assert!(parse(&["gc", "/mnt", "--window", "0"]).is_err());
+        let Cmd::Mount(a) = parse(&["mount", "--mount-cmd", "mount /dev/mtdblock0 /mnt", "--umount-cmd", "umount /mnt", "--repeat", "3"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.repeat, 3);
+        assert!(parse(&["mount"]).is_err(), "--mount-cmd is required");
+        let Cmd::Report(a) = parse(&["report", "results"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.reference, "ferrofs");
+        let Cmd::Smallfiles(a) = parse(&["smallfiles", "/mnt", "--counters-file", "/sys/fs/ferrofs/stats", "--counter-key", "pages_written", "--counter-scale", "2048", "--diskstats-dev", "vda"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.common.counter_key, "pages_written");
+        assert_eq!(a.common.counter_scale, 2048.0);
+        assert_eq!(a.common.diskstats_dev.as_deref(), Some("vda"));
+        assert!(parse(&["meta", "/mnt", "--dirs", "x"]).is_err());
+        assert!(parse(&["frobnicate"]).is_err());
+    }
+}

@@ -347,7 +347,11 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
     let mut s = String::new();
     let labels = set.labels(reference);
     let _ = writeln!(s, "# ferrofs-bench report\n");
-    let _ = writeln!(s, "Filesystems: {}. Ratio columns are {reference} / peer (above 1 means {reference} is higher; for latency and mount time lower is better). MB = 10^6 bytes.\n", labels.join(", "));
+    if labels.iter().any(|l| l == reference) {
+        let _ = writeln!(s, "Filesystems: {}. Ratio columns are {reference} / peer (above 1 means {reference} is higher; for latency, mount time and write amplification lower is better). MB = 10^6 bytes.\n", labels.join(", "));
+    } else {
+        let _ = writeln!(s, "Filesystems: {}. No run is labelled {reference:?}, so there are no ratio columns (see --reference). MB = 10^6 bytes.\n", labels.join(", "));
+    }
     for exp in set.experiments() {
         let ls = set.labels_for(&exp, reference);
         let _ = writeln!(s, "## {exp}\n");
@@ -481,4 +485,113 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn phase(mb_s: f64) -> serde_json::Value {
+        let seconds = if mb_s > 0.0 { 1.0 / mb_s } else { 1.0 };
+        json!({"status": "ok", "bytes": 1_000_000, "seconds": seconds, "mb_s": mb_s, "error": null})
+    }
+
+    fn rec(label: &str, exp: &str, started: u64, results: serde_json::Value) -> serde_json::Value {
+        json!({
+            "schema_version": 1, "tool": "ferrofs-bench", "tool_version": "0.1.0", "experiment": exp, "label": label,
+            "seed": 1, "target": "/mnt", "kernel": null, "started_unix": started, "elapsed_s": 1.0,
+            "params": {}, "results": results, "events": []
+        })
+    }
+
+    fn sweep(w4k: f64, r4k: f64, w1m: f64) -> serde_json::Value {
+        json!({"raw_device": null, "points": [
+            {"block_size": 4096, "mode": "buffered", "write": phase(w4k), "read": phase(r4k), "cache_drop": "drop_caches", "erase_seconds": null,
+             "wa": {"app_bytes": 1000, "counter_device_bytes": null, "counter_wa": null, "diskstats_device_bytes": 3000, "diskstats_wa": 3.0}},
+            {"block_size": 1048576, "mode": "buffered", "write": phase(w1m),
+             "read": {"status": "unsupported", "bytes": 0, "seconds": 0.0, "mb_s": null, "error": "O_DIRECT"},
+             "cache_drop": null, "erase_seconds": null, "wa": null}
+        ]})
+    }
+
+    fn latency(p99: f64) -> serde_json::Value {
+        json!({"block_size": 4096, "writes": 10, "sync": "none",
+            "summary": {"count": 10, "min_us": 1.0, "median_us": 2.0, "mean_us": 2.5, "p99_us": p99, "p999_us": p99, "max_us": p99},
+            "histogram": [{"lo_us": 0, "hi_us": 1, "count": 0}, {"lo_us": 1, "hi_us": 2, "count": 10}],
+            "total": phase(5.0), "wa": null})
+    }
+
+    fn write_set(dir: &Path) {
+        let put = |name: &str, v: serde_json::Value| std::fs::write(dir.join(name), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        put("ferrofs-sweep.json", rec("ferrofs", "sweep", 200, sweep(10.0, 40.0, 20.0)));
+        put("jffs2-sweep.json", rec("jffs2", "sweep", 100, sweep(5.0, 20.0, 0.0)));
+        std::fs::create_dir(dir.join("old")).unwrap();
+        // An older run of the same label and experiment: ignored in favour of the newer one.
+        std::fs::write(dir.join("old").join("jffs2-sweep.json"), serde_json::to_string(&rec("jffs2", "sweep", 50, sweep(1.0, 1.0, 1.0))).unwrap()).unwrap();
+        put("ferrofs-latency.json", rec("ferrofs", "latency", 200, latency(100.0)));
+        put("ubifs-latency.json", rec("ubifs", "latency", 200, latency(400.0)));
+        std::fs::write(dir.join("broken.json"), "{ not json").unwrap();
+        std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
+    }
+
+    #[test]
+    fn ratios() {
+        assert_eq!(ratio(Some(10.0), Some(5.0)), Some(2.0));
+        assert_eq!(ratio(Some(10.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(5.0)), None);
+        assert_eq!(ratio(Some(f64::NAN), Some(5.0)), None);
+        assert_eq!(fmt_ratio(Some(0.5)), "0.50x");
+        assert_eq!(fmt_ratio(None), "n/a");
+        assert_eq!(fmt_num(Some(1.234), 1), "1.2");
+        assert_eq!(fmt_num(None, 1), "n/a");
+    }
+
+    #[test]
+    fn combined_tables_with_ratios() {
+        let d = tempfile::tempdir().unwrap();
+        write_set(d.path());
+        let set = load_results(d.path()).unwrap();
+        assert_eq!(set.runs.len(), 4);
+        assert_eq!(set.labels("ferrofs"), vec!["ferrofs", "jffs2", "ubifs"]);
+        assert!(set.warnings.iter().any(|w| w.contains("broken.json")), "{:?}", set.warnings);
+        assert!(set.warnings.iter().any(|w| w.contains("older")), "{:?}", set.warnings);
+        let md = combined_markdown(&set, "ferrofs").unwrap();
+        // Sweep: ferrofs vs jffs2 only (ubifs has no sweep), newer jffs2 run used.
+        assert!(md.contains("| Block Size | ferrofs MB/s | jffs2 MB/s | ferrofs / jffs2 |"), "{md}");
+        assert!(md.contains("| 4k | 10.00 | 5.00 | 2.00x |"), "{md}");
+        assert!(md.contains("| 4k | 40.00 | 20.00 | 2.00x |"), "{md}");
+        // jffs2's 1M write is 0 MB/s: no ratio; read unsupported: n/a.
+        assert!(md.contains("| 1M | 20.00 | 0.00 | n/a |"), "{md}");
+        assert!(md.contains("| 1M | n/a | n/a | n/a |"), "{md}");
+        // Latency: ferrofs vs ubifs.
+        assert!(md.contains("| p99 | 100.0 | 400.0 | 0.25x |"), "{md}");
+        // Write amplification from diskstats.
+        assert!(md.contains("## write amplification"), "{md}");
+        assert!(md.contains("| sweep buffered 4k | 3.00 | 3.00 | 1.00x |"), "{md}");
+        // Per-filesystem tables in the requested style.
+        assert!(md.contains("### jffs2: sweep, buffered\n\n| Block Size | Write MB/s | Read MB/s |"), "{md}");
+        assert!(md.contains("| 1M | 0.00 | unsupported |"), "{md}");
+        // Without the reference label there are no ratio columns.
+        let md = combined_markdown(&set, "nilfs2").unwrap();
+        assert!(!md.contains("nilfs2 / ") && !md.contains("ferrofs / "), "{md}");
+        assert!(md.contains("No run is labelled \"nilfs2\""), "{md}");
+    }
+
+    #[test]
+    fn report_command_writes_files() {
+        let d = tempfile::tempdir().unwrap();
+        write_set(d.path());
+        let out = d.path().join("out");
+        crate::report_cmd(d.path(), Some(&out), "ferrofs", true).unwrap();
+        assert!(out.join("report.md").exists());
+        assert!(out.join("sweep-buffered.svg").exists());
+        assert!(out.join("latency-histogram.svg").exists());
+        assert!(!out.join("gc-scatter.svg").exists(), "no gc data, no plot");
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("![sweep-buffered.svg](sweep-buffered.svg)"));
+        let empty = tempfile::tempdir().unwrap();
+        assert!(crate::report_cmd(empty.path(), None, "ferrofs", false).is_err());
+        assert!(crate::report_cmd(&empty.path().join("missing"), None, "ferrofs", false).is_err());
+    }
 }
