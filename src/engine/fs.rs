@@ -299,33 +299,39 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Read `out.len()` bytes of checkpoint area `a` at linear offset `off`.
     fn cp_read(&mut self, a: usize, off: u64, out: &mut [u8]) -> Result<()> {
         let ss = u64::from(self.sb.segment_size);
+        if ss == 0 {
+            return Err(Error::Corrupt);
+        }
         let mut done = 0usize;
         while done < out.len() {
-            let pos = off + done as u64;
+            let pos = off.saturating_add(done as u64);
             let idx = (pos / ss) as usize;
             let so = (pos % ss) as u32;
             let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
-            let n = ((ss - u64::from(so)) as usize).min(out.len() - done);
+            let n = (ss.saturating_sub(u64::from(so)) as usize).min(out.len().saturating_sub(done));
             let part = out.get_mut(done..done + n).ok_or(Error::Corrupt)?;
             self.log.flash.read(seg, so, part)?;
-            done += n;
+            done = done.saturating_add(n);
         }
         Ok(())
     }
 
     fn cp_write(&mut self, a: usize, off: u64, data: &[u8]) -> Result<()> {
         let ss = u64::from(self.sb.segment_size);
+        if ss == 0 {
+            return Err(Error::Corrupt);
+        }
         let mut done = 0usize;
         while done < data.len() {
-            let pos = off + done as u64;
+            let pos = off.saturating_add(done as u64);
             let idx = (pos / ss) as usize;
             let so = (pos % ss) as u32;
             let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
-            let n = ((ss - u64::from(so)) as usize).min(data.len() - done);
+            let n = (ss.saturating_sub(u64::from(so)) as usize).min(data.len().saturating_sub(done));
             let part = data.get(done..done + n).ok_or(Error::Corrupt)?;
             self.log.flash.write(seg, so, part)?;
             self.log.stats.programmed_bytes = self.log.stats.programmed_bytes.saturating_add(n as u64);
-            done += n;
+            done = done.saturating_add(n);
         }
         Ok(())
     }
@@ -694,10 +700,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        let mut rounds = 0;
+        let mut rounds = 0u32;
         loop {
             if self.log.has_failed_seg() {
-                rounds += 1;
+                rounds = rounds.saturating_add(1);
                 if rounds > 8 {
                     self.log.failed = true;
                     return Err(Error::Io);
@@ -865,7 +871,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn pending_free(&self) -> u32 {
-        self.log.segs.as_slice().iter().filter(|s| s.state == segstate::FULL && s.live == 0).count() as u32
+        self.log.segs.as_slice().iter().filter(|s| s.state == segstate::FULL && s.live == 0).fold(0u32, |a, _| a.saturating_add(1))
     }
 
     /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace.
@@ -876,13 +882,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             .as_slice()
             .iter()
             .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
-            .count() as u64;
+            .fold(0u64, |a, _| a.saturating_add(1));
         let usable = main.saturating_sub(u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2);
         usable.saturating_mul(u64::from(self.sb.segment_size)) / 8 * 7
     }
 
     pub(crate) fn live_bytes(&self) -> u64 {
-        self.log.segs.as_slice().iter().map(|s| u64::from(s.live)).sum()
+        self.log.segs.as_slice().iter().fold(0u64, |a, s| a.saturating_add(u64::from(s.live)))
     }
 
     fn is_head_seg(&self, s: u32) -> bool {
@@ -895,8 +901,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut best: Option<(u32, u64)> = None;
         let mut minmax: Option<(u32, u32, u32)> = None; // (min erases full seg, its idx, max erases)
         let mut maxe = 0u32;
-        for (i, s) in self.log.segs.as_slice().iter().enumerate() {
-            let i = i as u32;
+        let n = self.log.segs.len() as u32;
+        for (i, s) in (0..n).zip(self.log.segs.as_slice().iter()) {
             if s.state != segstate::BAD && s.state != segstate::META {
                 maxe = maxe.max(s.erases);
             }
@@ -1009,9 +1015,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Relocate the records of segments whose program failed (heads in ghost mode and the
     /// shadow), so that the next checkpoint can retire them.
     fn relocate_failed(&mut self) -> Result<()> {
-        let mut guard = 0;
+        let mut guard = 0u32;
         loop {
-            guard += 1;
+            guard = guard.saturating_add(1);
             if guard > 16 {
                 self.log.failed = true;
                 return Err(Error::Io);

@@ -136,7 +136,7 @@ impl<P: Platform> Tree<P> {
 
     /// Number of cached nodes.
     pub fn cached(&self) -> usize {
-        self.slots.as_slice().iter().filter(|s| s.is_some()).count()
+        self.slots.as_slice().iter().filter(|s| s.is_some()).fold(0usize, |a, _| a.saturating_add(1))
     }
 
     fn node(&self, s: u32) -> Result<&Node<P>> {
@@ -154,7 +154,7 @@ impl<P: Platform> Tree<P> {
         }
         if self.slots.len() < self.capacity {
             self.slots.try_push(None)?;
-            return Ok((self.slots.len() - 1) as u32);
+            return Ok(self.slots.len().saturating_sub(1) as u32);
         }
         // Evict a clean node without cached children that is not the root or `keep`.
         let root_slot = match self.root {
@@ -179,7 +179,7 @@ impl<P: Platform> Tree<P> {
             Some(v) => v,
             None if self.replay && self.slots.len() < self.capacity.saturating_mul(8) => {
                 self.slots.try_push(None)?;
-                return Ok((self.slots.len() - 1) as u32);
+                return Ok(self.slots.len().saturating_sub(1) as u32);
             }
             None => return Err(Error::NoMem),
         };

@@ -123,7 +123,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Number of free segments.
     pub fn free_count(&self) -> u32 {
-        self.segs.as_slice().iter().filter(|s| s.state == segstate::FREE).count() as u32
+        self.segs.as_slice().iter().filter(|s| s.state == segstate::FREE).fold(0u32, |a, _| a.saturating_add(1))
     }
 
     /// Heads' persistent state.
@@ -405,7 +405,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Err(Error::ReadOnly);
         }
         let need = (REC_HDR + payload.len()) as u32;
-        if need.saturating_add(REC_HDR as u32 * 2 + self.wu()) > self.geo.segment_size {
+        if need.saturating_add(REC_HDR as u32 * 2).saturating_add(self.wu()) > self.geo.segment_size {
             return Err(Error::Invalid);
         }
         let (seg, pos) = {
@@ -539,11 +539,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 self.heads.get(h).ok_or(Error::Corrupt)?.buf.as_slice()
             };
             let from = flash_end.max(off);
-            let bo = (from - bstart) as usize;
-            let n = (end - from) as usize;
-            let src = src_buf.get(bo..bo + n).ok_or(Error::Corrupt)?;
-            let oo = (from - off) as usize;
-            out.get_mut(oo..oo + n).ok_or(Error::Corrupt)?.copy_from_slice(src);
+            let bo = from.checked_sub(bstart).ok_or(Error::Corrupt)? as usize;
+            let n = end.checked_sub(from).ok_or(Error::Corrupt)? as usize;
+            let src = src_buf.get(bo..bo.saturating_add(n)).ok_or(Error::Corrupt)?;
+            let oo = from.checked_sub(off).ok_or(Error::Corrupt)? as usize;
+            out.get_mut(oo..oo.saturating_add(n)).ok_or(Error::Corrupt)?.copy_from_slice(src);
         }
         Ok(())
     }

@@ -66,6 +66,9 @@ struct Dent {
     ino: u64,
 }
 
+/// Data block size as u64.
+const BS: u64 = BLOCK_SIZE as u64;
+
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
         return Err(Error::Invalid);
@@ -554,19 +557,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Ok(0);
         }
         let n = ((i.size - off).min(buf.len() as u64)) as usize;
-        let bs = u64::from(BLOCK_SIZE);
         let mut done = 0usize;
         while done < n {
-            let pos = off + done as u64;
-            let blk = pos / bs;
-            let bo = (pos % bs) as usize;
-            let take = (bs as usize - bo).min(n - done);
-            let out = buf.get_mut(done..done + take).ok_or(Error::Invalid)?;
+            let pos = off.saturating_add(done as u64);
+            let blk = pos / BS;
+            let bo = (pos % BS) as usize;
+            let take = (BS as usize - bo).min(n - done);
+            let out = buf.get_mut(done..done.saturating_add(take)).ok_or(Error::Invalid)?;
             match self.read_key(&Key::new(i.ino, kind::DATA, blk))? {
                 Some(plen) => {
                     let p = self.payload();
-                    for (j, o) in out.iter_mut().enumerate() {
-                        *o = if bo + j < plen { p.get(bo + j).copied().unwrap_or(0) } else { 0 };
+                    out.fill(0);
+                    if let Some(src) = p.get(bo..plen.min(p.len())) {
+                        let k = src.len().min(out.len());
+                        if let (Some(d), Some(s)) = (out.get_mut(..k), src.get(..k)) {
+                            d.copy_from_slice(s);
+                        }
                     }
                 }
                 None => out.fill(0),
@@ -579,9 +585,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Cut the file's data at byte `at`: drop blocks past it and zero the tail of the block
     /// containing it. Records go to the metadata head with `flags` on the last one.
     fn cut_data(&mut self, ino: u64, at: u64, flags: u8) -> Result<()> {
-        let bs = u64::from(BLOCK_SIZE);
-        let blk = at / bs;
-        let r = (at % bs) as usize;
+        let blk = at / BS;
+        let r = (at % BS) as usize;
         let first_dead = if r == 0 { blk } else { blk.saturating_add(1) };
         if r != 0 {
             if let Some(plen) = self.read_key(&Key::new(ino, kind::DATA, blk))? {
@@ -620,41 +625,40 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // make sure nothing stale shows up in the gap
             self.cut_data(ino, i.size, 0)?;
         }
-        let bs = u64::from(BLOCK_SIZE);
         let mut done = 0usize;
         let mut blockbuf = core::mem::replace(&mut self.buf2, P::Vec::new());
         let res = (|| -> Result<()> {
             while done < data.len() {
-                let pos = off + done as u64;
-                let blk = pos / bs;
-                let bo = (pos % bs) as usize;
-                let take = (bs as usize - bo).min(data.len() - done);
+                let pos = off.saturating_add(done as u64);
+                let blk = pos / BS;
+                let bo = (pos % BS) as usize;
+                let take = (BS as usize - bo).min(data.len() - done);
                 let key = Key::new(ino, kind::DATA, blk);
                 blockbuf.clear();
-                if bo != 0 || take != bs as usize {
+                if bo != 0 || take != BS as usize {
                     if self.read_key(&key)?.is_some() {
                         blockbuf.try_extend_from_slice(self.payload())?;
                     }
                     // bytes of the old block beyond the old EOF are stale
-                    let valid = i.size.saturating_sub(blk * bs).min(bs) as usize;
+                    let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
                     if blockbuf.len() > valid {
                         blockbuf.truncate(valid);
                     }
                 }
-                if blockbuf.len() < bo + take {
-                    blockbuf.try_resize(bo + take, 0)?;
+                if blockbuf.len() < bo.saturating_add(take) {
+                    blockbuf.try_resize(bo.saturating_add(take), 0)?;
                 }
                 blockbuf
                     .as_mut_slice()
-                    .get_mut(bo..bo + take)
+                    .get_mut(bo..bo.saturating_add(take))
                     .ok_or(Error::Invalid)?
-                    .copy_from_slice(data.get(done..done + take).ok_or(Error::Invalid)?);
+                    .copy_from_slice(data.get(done..done.saturating_add(take)).ok_or(Error::Invalid)?);
                 self.put_record(HEAD_HOT, rtype::DATA, 0, key, blockbuf.as_slice())?;
-                done += take;
+                done = done.saturating_add(take);
                 self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(take as u64);
                 if self.tree.needs_commit() {
                     // keep the inode consistent with what is indexed before checkpointing
-                    let cur = off + done as u64;
+                    let cur = off.saturating_add(done as u64);
                     if cur > i.size {
                         i.size = cur;
                     }
@@ -838,13 +842,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let nl = *p.first().ok_or(Error::Corrupt)? as usize;
             let name = p.get(1..1 + nl).ok_or(Error::Corrupt)?;
             if !buf.is_empty() {
-                let dst = buf.get_mut(total..total + nl + 1).ok_or(Error::Range)?;
+                let dst = buf.get_mut(total..total.saturating_add(nl).saturating_add(1)).ok_or(Error::Range)?;
                 if let Some((last, head)) = dst.split_last_mut() {
                     head.copy_from_slice(name);
                     *last = 0;
                 }
             }
-            total += nl + 1;
+            total = total.saturating_add(nl).saturating_add(1);
             from = Key::new(ino, kind::XATTR, key.key.saturating_add(1));
         }
         Ok(total)
