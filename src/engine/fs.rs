@@ -45,11 +45,15 @@ pub struct MountOptions {
     /// Static wear levelling threshold: when the erase-count spread exceeds it, background GC
     /// moves the least-worn full segment.
     pub wear_threshold: u32,
+    /// Mount read-only: recover in RAM only and never write to the medium (for `ro` mounts,
+    /// fsck and dump tools). Every mutation returns `ReadOnly`. The index cache may grow up to
+    /// 8x `cache_nodes` to hold what the log since the checkpoint changed.
+    pub read_only: bool,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { cache_nodes: 256, wear_threshold: 1000 }
+        MountOptions { cache_nodes: 256, wear_threshold: 1000, read_only: false }
     }
 }
 
@@ -462,6 +466,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq)?;
         self.tree.set_replay(false);
         self.log.stats.replayed = replayed;
+        if self.opts.read_only {
+            // nothing may be written: keep the replayed changes in RAM
+            self.tree.set_replay(true);
+            self.log.failed = true;
+            return Ok(());
+        }
         // 4. reclaim orphans, then checkpoint so the next mount starts here
         self.reclaim_orphans()?;
         self.log.open_heads()?;
@@ -1074,8 +1084,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.checkpoint()
     }
 
-    /// Checkpoint and give the medium back.
+    /// Checkpoint and give the medium back (read-only mounts write nothing).
     pub fn unmount(mut self) -> core::result::Result<F, (Error, F)> {
+        if self.opts.read_only {
+            return Ok(self.log.flash);
+        }
         match self.checkpoint() {
             Ok(()) => Ok(self.log.flash),
             Err(e) => Err((e, self.log.flash)),
@@ -1115,7 +1128,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Whether the engine stopped accepting writes after an I/O failure.
     pub fn is_failed(&self) -> bool {
-        self.log.failed
+        self.log.failed && !self.opts.read_only
+    }
+
+    /// Whether the filesystem was mounted read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
     }
 
     /// Number of index nodes cached in RAM.

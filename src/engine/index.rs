@@ -691,13 +691,9 @@ impl<P: Platform> Tree<P> {
         Ok(true)
     }
 
-    /// Visit every node location and every leaf value (for consistency checks).
+    /// Visit every node location (`true`) and every leaf value (`false`). Dirty nodes have no
+    /// location yet and are not reported (their records are not on flash). Writes nothing.
     pub fn walk(&mut self, io: &mut dyn NodeIo, f: &mut dyn FnMut(Loc, bool)) -> Result<()> {
-        // Commit first so that every node has a location.
-        self.commit(io)?;
-        let mut key = Key::default();
-        // Visit nodes level by level using `next` style descent would be complex; do a DFS with
-        // an explicit stack of (slot, next child index).
         let r = match self.root_slot(io)? {
             Some(r) => r,
             None => return Ok(()),
@@ -707,7 +703,9 @@ impl<P: Platform> Tree<P> {
         if let Some(x) = stack.get_mut(0) {
             *x = (r, 0);
         }
-        f(self.node(r)?.loc.ok_or(Error::Corrupt)?, true);
+        if let Some(l) = self.node(r)?.loc {
+            f(l, true);
+        }
         while sp > 0 {
             let (s, i) = *stack.get(sp - 1).ok_or(Error::Corrupt)?;
             let (level, len) = {
@@ -719,7 +717,6 @@ impl<P: Platform> Tree<P> {
                     if let Ptr::Flash(l) = e.ptr {
                         f(l, false);
                     }
-                    key = e.key;
                 }
                 sp -= 1;
                 continue;
@@ -732,12 +729,13 @@ impl<P: Platform> Tree<P> {
                 x.1 = i + 1;
             }
             let c = self.child(io, s, i)?;
-            f(self.node(c)?.loc.ok_or(Error::Corrupt)?, true);
+            if let Some(l) = self.node(c)?.loc {
+                f(l, true);
+            }
             let slot = stack.get_mut(sp).ok_or(Error::Corrupt)?;
             *slot = (c, 0);
             sp += 1;
         }
-        let _ = key;
         Ok(())
     }
 }

@@ -874,6 +874,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// head lost its chain).
     pub fn fsync(&mut self, ino: u64) -> Result<()> {
         self.getattr(ino)?;
+        if self.opts.read_only {
+            return Ok(());
+        }
         if self.log.failed {
             return Err(Error::ReadOnly);
         }

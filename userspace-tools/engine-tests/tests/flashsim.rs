@@ -101,7 +101,8 @@ fn enumerate<F: Sim>(tpl: F, seed: u64, plan: CutPlan, label: &str) -> usize {
             Ok(fs) => fs,
             Err((e, _)) => panic!("{label} cut {n}: mount failed: {e:?}"),
         };
-        assert_eq!(fs.check().unwrap(), None, "{label} cut {n}: segment usage");
+        let r = fs.fsck().unwrap();
+        assert_eq!(r.problems, 0, "{label} cut {n}: fsck {r:?}");
         let got = read_state(&mut fs);
         assert!(acceptable(&all, &ops, done, &got), "{label} cut {n} after {done} phases: {:?}", diff(&all[done], &got));
         // keeps working
@@ -186,7 +187,7 @@ fn nandsim_bitflips_are_scrubbed_and_uncorrectable_reads_reported() {
     fs.flash().clear_faults();
     fs.read(ino, 0, &mut b).unwrap();
     assert_eq!(b, expect);
-    assert_eq!(fs.check().unwrap(), None);
+    ferrofs_engine_tests::assert_fsck(&mut fs);
     // an uncorrectable page under the file: reads report an error, nothing panics
     fs.sync().unwrap();
     for seg in 0..48 {
@@ -231,7 +232,7 @@ fn nandsim_failed_program_is_fail_stop_and_recoverable() {
     let mut b = vec![0u8; 8000];
     fs.read(a.ino, 0, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 1));
-    assert_eq!(fs.check().unwrap(), None);
+    ferrofs_engine_tests::assert_fsck(&mut fs);
 }
 
 #[test]
@@ -254,7 +255,7 @@ fn nandsim_weak_blocks_are_retired() {
     let mut b = vec![0u8; 100_000];
     fs.read(a.ino, 0, &mut b).unwrap();
     assert_eq!(b, data);
-    assert_eq!(fs.check().unwrap(), None);
+    ferrofs_engine_tests::assert_fsck(&mut fs);
 }
 
 #[test]
@@ -295,7 +296,7 @@ fn nandsim_failed_programs_are_relocated() {
     let st = fs.stats();
     eprintln!("{st:?}");
     assert!(st.retired >= 3, "segments retired after failed programs: {st:?}");
-    assert_eq!(fs.check().unwrap(), None);
+    ferrofs_engine_tests::assert_fsck(&mut fs);
     for (ino, content) in &model {
         let mut b = vec![0u8; content.len()];
         assert_eq!(fs.read(*ino, 0, &mut b).unwrap(), content.len());

@@ -119,7 +119,7 @@ fn fill_to_enospc_then_delete_and_keep_writing() {
 fn wear_levelling_spreads_erases() {
     let f = RamFlash::new_nand(32 * 1024, 64, 512);
     let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, wear_threshold: 8 }).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, wear_threshold: 8, ..Default::default() }).map_err(|e| e.0).unwrap();
     // static data occupying part of the device
     let cold = fs.create(ROOT_INO, b"cold", &reg(), ts(1)).unwrap();
     fs.write(cold.ino, 0, &vec![5u8; 400_000], ts(1)).unwrap();
