@@ -620,7 +620,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if i.mode & S_IFMT == S_IFLNK {
             return Err(Error::Invalid);
         }
-        self.check_capacity(data.len() as u64 + 4096)?;
+        // short write when the filesystem is nearly full
+        let room = self.capacity_bytes().saturating_sub(self.live_bytes()).saturating_sub(4096);
+        if room == 0 && !data.is_empty() {
+            return Err(Error::NoSpace);
+        }
+        let data = data.get(..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))).ok_or(Error::Invalid)?;
         if off > i.size {
             // make sure nothing stale shows up in the gap
             self.cut_data(ino, i.size, 0)?;
@@ -672,14 +677,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Ok(())
         })();
         self.buf2 = blockbuf;
-        res?;
+        match res {
+            Ok(()) => {}
+            // out of space part-way: a short write
+            Err(Error::NoSpace) if done > 0 => {}
+            Err(e) => return Err(e),
+        }
+        let end = off.saturating_add(done as u64);
         if end > i.size {
             i.size = end;
         }
         i.mtime = now;
         i.ctime = now;
         self.write_inode(&i, 0)?;
-        Ok(data.len())
+        Ok(done)
     }
 
     /// Change attributes (including the size: truncate / extend).

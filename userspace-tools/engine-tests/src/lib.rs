@@ -275,7 +275,8 @@ pub mod crashload {
 
     use crate::{ts, Rng};
 
-    /// Visible state: file name -> contents (flat root directory).
+    /// Visible state: `path` -> file contents, `path@x` -> value of xattr `user.x`,
+    /// `dir/` -> empty for directories (one level below the root).
     pub type State = BTreeMap<String, Vec<u8>>;
 
     /// One phase of the crash workload (each is followed by fsync).
@@ -287,46 +288,90 @@ pub mod crashload {
         Truncate(String, u64),
         Rename(String, String),
         Unlink(String),
+        Mkdir(String),
+        Rmdir(String),
+        SetXattr(String, u8, usize),
+        RemoveXattr(String),
         Sync,
         Gc,
     }
 
-    /// A deterministic workload of single-operation phases.
+    fn files(s: &State) -> Vec<String> {
+        s.keys().filter(|k| !k.ends_with('/') && !k.ends_with("@x")).cloned().collect()
+    }
+
+    fn dirs(s: &State) -> Vec<String> {
+        s.keys().filter(|k| k.ends_with('/')).map(|k| k.trim_end_matches('/').to_string()).collect()
+    }
+
+    fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(v[rng.below(v.len() as u64) as usize].clone())
+        }
+    }
+
+    fn new_path(rng: &mut Rng, s: &State, i: usize, prefix: &str) -> String {
+        let d = dirs(s);
+        match pick(rng, &d) {
+            Some(d) if rng.below(2) == 0 => format!("{d}/{prefix}{i}"),
+            _ => format!("{prefix}{i}"),
+        }
+    }
+
+    /// A deterministic workload of single-operation phases (files in the root and in
+    /// subdirectories, renames across directories, xattrs).
     pub fn workload(seed: u64) -> Vec<Op> {
         let mut rng = Rng::new(seed);
         let mut ops = Vec::new();
-        let mut names: Vec<String> = Vec::new();
-        for i in 0..70 {
+        let mut model = State::new();
+        for i in 0..80 {
             let r = rng.below(100);
-            if names.len() < 3 || r < 15 {
-                let n = format!("n{i}");
-                names.push(n.clone());
-                ops.push(Op::Create(n));
-            } else if r < 60 {
-                let n = names[rng.below(names.len() as u64) as usize].clone();
+            let fs_ = files(&model);
+            let op = if fs_.len() < 3 || r < 14 {
+                Op::Create(new_path(&mut rng, &model, i, "n"))
+            } else if r < 45 {
+                let n = pick(&mut rng, &fs_).unwrap();
                 let off = rng.below(6) * 4096 + if rng.below(2) == 0 { 0 } else { rng.below(3000) };
                 let len = 1 + rng.below(4096 - (off % 4096)) as usize;
-                ops.push(Op::Write(n, off, len, rng.below(250) as u8 + 1));
-            } else if r < 70 {
-                let n = names[rng.below(names.len() as u64) as usize].clone();
-                ops.push(Op::Truncate(n, rng.below(20_000)));
-            } else if r < 80 {
-                let a = names[rng.below(names.len() as u64) as usize].clone();
-                let b = if rng.below(2) == 0 { names[rng.below(names.len() as u64) as usize].clone() } else { format!("m{i}") };
-                if a != b {
-                    names.retain(|x| *x != b);
-                    let p = names.iter().position(|x| *x == a).unwrap();
-                    names[p] = b.clone();
-                    ops.push(Op::Rename(a, b));
+                Op::Write(n, off, len, rng.below(250) as u8 + 1)
+            } else if r < 52 {
+                Op::Truncate(pick(&mut rng, &fs_).unwrap(), rng.below(20_000))
+            } else if r < 64 {
+                let a = pick(&mut rng, &fs_).unwrap();
+                let b = if rng.below(3) == 0 { pick(&mut rng, &fs_).unwrap() } else { new_path(&mut rng, &model, i, "m") };
+                if a == b {
+                    continue;
                 }
+                Op::Rename(a, b)
+            } else if r < 71 {
+                Op::Unlink(pick(&mut rng, &fs_).unwrap())
+            } else if r < 76 {
+                let d = format!("d{}", rng.below(3));
+                if model.contains_key(&format!("{d}/")) {
+                    if model.keys().any(|k| k.starts_with(&format!("{d}/")) && k.len() > d.len() + 1) {
+                        continue;
+                    }
+                    Op::Rmdir(d)
+                } else {
+                    Op::Mkdir(d)
+                }
+            } else if r < 84 {
+                Op::SetXattr(pick(&mut rng, &fs_).unwrap(), rng.below(250) as u8 + 1, 1 + rng.below(200) as usize)
             } else if r < 88 {
-                let p = rng.below(names.len() as u64) as usize;
-                ops.push(Op::Unlink(names.remove(p)));
+                let with: Vec<String> = fs_.iter().filter(|f| model.contains_key(&format!("{f}@x"))).cloned().collect();
+                match pick(&mut rng, &with) {
+                    Some(f) => Op::RemoveXattr(f),
+                    None => continue,
+                }
             } else if r < 94 {
-                ops.push(Op::Sync);
+                Op::Sync
             } else {
-                ops.push(Op::Gc);
-            }
+                Op::Gc
+            };
+            apply_model(&mut model, &op);
+            ops.push(op);
         }
         ops
     }
@@ -348,41 +393,89 @@ pub mod crashload {
             Op::Truncate(n, sz) => s.get_mut(n).unwrap().resize(*sz as usize, 0),
             Op::Rename(a, b) => {
                 let c = s.remove(a).unwrap();
+                let x = s.remove(&format!("{a}@x"));
+                s.remove(&format!("{b}@x"));
                 s.insert(b.clone(), c);
+                if let Some(x) = x {
+                    s.insert(format!("{b}@x"), x);
+                }
             }
             Op::Unlink(n) => {
                 s.remove(n);
+                s.remove(&format!("{n}@x"));
+            }
+            Op::Mkdir(d) => {
+                s.insert(format!("{d}/"), Vec::new());
+            }
+            Op::Rmdir(d) => {
+                s.remove(&format!("{d}/"));
+            }
+            Op::SetXattr(n, b, len) => {
+                s.insert(format!("{n}@x"), vec![*b; *len]);
+            }
+            Op::RemoveXattr(n) => {
+                s.remove(&format!("{n}@x"));
             }
             Op::Sync | Op::Gc => {}
         }
     }
 
+    fn resolve<F: Flash>(fs: &mut Engine<StdPlatform, F>, path: &str) -> Result<(u64, String), Error> {
+        match path.split_once('/') {
+            Some((d, n)) => Ok((fs.lookup(ROOT_INO, d.as_bytes())?.ino, n.to_string())),
+            None => Ok((ROOT_INO, path.to_string())),
+        }
+    }
+
     /// Apply a phase to the filesystem, then fsync (or checkpoint).
     pub fn apply_fs<F: Flash>(fs: &mut Engine<StdPlatform, F>, op: &Op, t: i64) -> Result<(), Error> {
-        let look = |fs: &mut Engine<StdPlatform, F>, n: &str| fs.lookup(ROOT_INO, n.as_bytes()).map(|i| i.ino);
+        fn look<F: Flash>(fs: &mut Engine<StdPlatform, F>, p: &str) -> Result<u64, Error> {
+            let (d, n) = resolve(fs, p)?;
+            Ok(fs.lookup(d, n.as_bytes())?.ino)
+        }
         match op {
-            Op::Create(n) => {
-                fs.create(ROOT_INO, n.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(t))?;
+            Op::Create(p) => {
+                let (d, n) = resolve(fs, p)?;
+                fs.create(d, n.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(t))?;
             }
-            Op::Write(n, off, len, b) => {
-                let ino = look(fs, n)?;
+            Op::Write(p, off, len, b) => {
+                let ino = look(fs, p)?;
                 fs.write(ino, *off, &vec![*b; *len], ts(t))?;
             }
-            Op::Truncate(n, sz) => {
-                let ino = look(fs, n)?;
+            Op::Truncate(p, sz) => {
+                let ino = look(fs, p)?;
                 fs.setattr(ino, &SetAttr { size: Some(*sz), ..Default::default() }, ts(t))?;
             }
             Op::Rename(a, b) => {
                 let victim = look(fs, b).ok();
-                fs.rename(ROOT_INO, a.as_bytes(), ROOT_INO, b.as_bytes(), 0, ts(t))?;
+                let (da, na) = resolve(fs, a)?;
+                let (db, nb) = resolve(fs, b)?;
+                fs.rename(da, na.as_bytes(), db, nb.as_bytes(), 0, ts(t))?;
                 if let Some(v) = victim {
                     fs.evict(v)?;
                 }
             }
-            Op::Unlink(n) => {
-                let ino = look(fs, n)?;
-                fs.unlink(ROOT_INO, n.as_bytes(), ts(t))?;
+            Op::Unlink(p) => {
+                let ino = look(fs, p)?;
+                let (d, n) = resolve(fs, p)?;
+                fs.unlink(d, n.as_bytes(), ts(t))?;
                 fs.evict(ino)?;
+            }
+            Op::Mkdir(d) => {
+                fs.mkdir(ROOT_INO, d.as_bytes(), 0o755, 0, 0, ts(t))?;
+            }
+            Op::Rmdir(d) => {
+                let ino = fs.lookup(ROOT_INO, d.as_bytes())?.ino;
+                fs.rmdir(ROOT_INO, d.as_bytes(), ts(t))?;
+                fs.evict(ino)?;
+            }
+            Op::SetXattr(p, b, len) => {
+                let ino = look(fs, p)?;
+                fs.setxattr(ino, b"user.x", &vec![*b; *len], 0, ts(t))?;
+            }
+            Op::RemoveXattr(p) => {
+                let ino = look(fs, p)?;
+                fs.removexattr(ino, b"user.x", ts(t))?;
             }
             Op::Sync => return fs.sync(),
             Op::Gc => {
@@ -392,24 +485,42 @@ pub mod crashload {
         fs.fsync(ROOT_INO)
     }
 
-    /// Read the visible state of the root directory.
-    pub fn read_state<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> State {
+    fn read_dir_into<F: Flash>(fs: &mut Engine<StdPlatform, F>, dir: u64, prefix: &str, s: &mut State) {
         let mut names = Vec::new();
-        fs.readdir(ROOT_INO, 0, &mut |n, ino, _, _| {
+        fs.readdir(dir, 0, &mut |n, ino, _, _| {
             names.push((String::from_utf8(n.to_vec()).unwrap(), ino));
             true
         })
         .unwrap();
-        let mut s = State::new();
         for (n, ino) in names {
             if n == "." || n == ".." {
                 continue;
             }
             let i = fs.getattr(ino).unwrap();
+            let path = format!("{prefix}{n}");
+            if i.is_dir() {
+                s.insert(format!("{path}/"), Vec::new());
+                read_dir_into(fs, ino, &format!("{path}/"), s);
+                continue;
+            }
             let mut b = vec![0u8; i.size as usize];
             fs.read(ino, 0, &mut b).unwrap();
-            s.insert(n, b);
+            s.insert(path.clone(), b);
+            let mut x = vec![0u8; 4096];
+            match fs.getxattr(ino, b"user.x", &mut x) {
+                Ok(k) => {
+                    s.insert(format!("{path}@x"), x[..k].to_vec());
+                }
+                Err(Error::NoData) => {}
+                Err(e) => panic!("getxattr: {e:?}"),
+            }
         }
+    }
+
+    /// Read the visible state (root and its subdirectories).
+    pub fn read_state<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> State {
+        let mut s = State::new();
+        read_dir_into(fs, ROOT_INO, "", &mut s);
         s
     }
 
@@ -423,7 +534,6 @@ pub mod crashload {
         }
         v
     }
-
 
     /// A write interrupted by a cut is not atomic: each byte may be old or new, and the size may be
     /// the old or the new one.

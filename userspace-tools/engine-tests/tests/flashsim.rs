@@ -311,3 +311,15 @@ fn nandsim_failed_programs_are_relocated() {
         assert!(b == *content);
     }
 }
+
+#[test]
+fn nandsim_power_cuts_more_seeds() {
+    for seed in 1..5u64 {
+        let plan = CutPlan {
+            effect: if seed % 2 == 0 { CutEffect::Torn } else { CutEffect::NotDone },
+            fill: TornFill::Random,
+            ..CutPlan::default()
+        };
+        assert!(enumerate(prepare(small_nand(20 + seed)), 1000 + seed, plan, &format!("nand seed {seed}")) > 100);
+    }
+}
