@@ -53,6 +53,8 @@ install -m 0755 "$FERROFS_ROOT/qemu/guest-init" "$STAGE/init"
 echo "root:x:0:0:root:/root:/bin/sh" > "$STAGE/etc/passwd"
 echo "nobody:x:65534:65534:nobody:/:/bin/false" >> "$STAGE/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$STAGE/etc/group"
+# No ACPI in the tiny kernel: powering off is a reboot, which QEMU (-no-reboot) turns into an exit.
+printf "alias poweroff='reboot -f'\nalias halt='reboot -f'\nexport PS1='ferrofs-guest:\\w# '\n" > "$STAGE/etc/profile"
 
 mkdir -p "$(dirname "$OUT")"
 (cd "$STAGE" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$OUT"
