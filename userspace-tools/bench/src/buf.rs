@@ -93,12 +93,15 @@ impl DataBuf {
     }
 }
 
-/// A progress bar shown only when stdout is a terminal (and not disabled).
+/// A progress bar shown only when stdout is a terminal (and not disabled). A terminal without
+/// `TERM` or with `TERM=dumb` (a QEMU serial console under a bare init) gets no bar either: its
+/// redraws would only fill the console log.
 pub struct Progress(Option<ProgressBar>);
 
 impl Progress {
     pub fn new(enabled: bool, len: u64, msg: &str) -> Self {
-        if !enabled || !std::io::stdout().is_terminal() {
+        let term_ok = std::env::var("TERM").is_ok_and(|t| !t.is_empty() && t != "dumb");
+        if !enabled || !term_ok || !std::io::stdout().is_terminal() {
             return Progress(None);
         }
         let pb = ProgressBar::new(len);

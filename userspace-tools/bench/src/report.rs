@@ -362,9 +362,11 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                 for m in modes {
                     let bss: BTreeSet<u64> = res.values().flat_map(|r| r.points.iter().filter(|p| p.mode == m).map(|p| p.block_size)).collect();
                     let rows: Vec<String> = bss.iter().map(|b| fmt_size(*b)).collect();
+                    // Only the filesystems (or devices) measured in this mode.
+                    let ml: Vec<String> = ls.iter().filter(|l| res.get(*l).is_some_and(|r| r.points.iter().any(|p| p.mode == m))).cloned().collect();
                     for (phase, is_write) in [("write", true), ("read", false)] {
                         let _ = writeln!(s, "### {m} {phase}\n");
-                        metric_table(&mut s, "Block Size", &rows, &ls, reference, " MB/s", 2, |l, row| {
+                        metric_table(&mut s, "Block Size", &rows, &ml, reference, " MB/s", 2, |l, row| {
                             let p = res.get(l)?.points.iter().find(|p| p.mode == m && fmt_size(p.block_size) == row)?;
                             if is_write { p.write.mb_s } else { p.read.mb_s }
                         });

@@ -164,10 +164,10 @@ fn run_mtd(ctx: &mut Ctx, a: &SweepArgs, dev: &Path) -> Result<SweepResults> {
             continue;
         }
         let before = ctx.wa.snapshot();
-        p.write = timed_io(ctx, &f, offset, total, bs, &mut buf, true, &format!("write {}", fmt_size(bs)));
+        p.write = timed_io(ctx, &f, offset, total, bs, &mut buf, Io::WriteSync, &format!("write {}", fmt_size(bs)));
         p.wa = ctx.wa.sample(&before, &ctx.wa.snapshot(), total);
         if p.write.status == "ok" {
-            p.read = timed_io(ctx, &f, offset, total, bs, &mut buf, false, &format!("read {}", fmt_size(bs)));
+            p.read = timed_io(ctx, &f, offset, total, bs, &mut buf, Io::Read, &format!("read {}", fmt_size(bs)));
         }
         print_point(&p);
         points.push(p);
@@ -214,13 +214,13 @@ fn run_block(ctx: &mut Ctx, a: &SweepArgs, dev: &Path) -> Result<SweepResults> {
             p.read = p.write.clone();
         } else {
             let before = ctx.wa.snapshot();
-            p.write = timed_io(ctx, &f, offset, total, bs, &mut buf, true, &format!("write {}", fmt_size(bs)));
+            p.write = timed_io(ctx, &f, offset, total, bs, &mut buf, Io::WriteFsync, &format!("write {}", fmt_size(bs)));
             p.wa = ctx.wa.sample(&before, &ctx.wa.snapshot(), total);
             if p.write.status == "ok" {
                 if !direct {
                     p.cache_drop = Some(crate::sys::drop_caches(a.remount_cmd.as_deref(), !a.common.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}")));
                 }
-                p.read = timed_io(ctx, &f, offset, total, bs, &mut buf, false, &format!("read {}", fmt_size(bs)));
+                p.read = timed_io(ctx, &f, offset, total, bs, &mut buf, Io::Read, &format!("read {}", fmt_size(bs)));
             }
         }
         print_point(&p);
@@ -232,10 +232,20 @@ fn run_block(ctx: &mut Ctx, a: &SweepArgs, dev: &Path) -> Result<SweepResults> {
     })
 }
 
-/// Sequential positioned I/O of `total` bytes from `offset` in `bs` pieces (last one may be short);
-/// writes end with fsync (inside the timing).
-#[allow(clippy::too_many_arguments)]
-fn timed_io(ctx: &mut Ctx, f: &File, offset: u64, total: u64, bs: u64, buf: &mut DataBuf, write: bool, msg: &str) -> Phase {
+/// Which raw I/O `timed_io` does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Io {
+    Read,
+    /// Writes ending with fsync inside the timing (block devices).
+    WriteFsync,
+    /// Writes without fsync: the MTD char device writes synchronously and has no fsync (EINVAL).
+    WriteSync,
+}
+
+/// Sequential positioned I/O of `total` bytes from `offset` in `bs` pieces (last one may be short).
+fn timed_io(ctx: &mut Ctx, f: &File, offset: u64, total: u64, bs: u64, buf: &mut DataBuf, io: Io, msg: &str) -> Phase {
+    let write = io != Io::Read;
+    let mut what = if write { "write" } else { "read" };
     let pb = Progress::new(ctx.progress, total, msg);
     let t = Instant::now();
     let mut done = 0u64;
@@ -250,7 +260,8 @@ fn timed_io(ctx: &mut Ctx, f: &File, offset: u64, total: u64, bs: u64, buf: &mut
             done += n as u64;
             pb.inc(n as u64);
         }
-        if write {
+        if io == Io::WriteFsync {
+            what = "fsync";
             f.sync_all()?;
         }
         Ok(())
@@ -260,7 +271,7 @@ fn timed_io(ctx: &mut Ctx, f: &File, offset: u64, total: u64, bs: u64, buf: &mut
     match res {
         Ok(()) => Phase::ok(total, secs),
         Err(e) => {
-            let m = format!("{} at offset {}: {e}", if write { "write" } else { "read" }, offset + done);
+            let m = format!("{what} at offset {}: {e}", offset + done);
             ctx.event(m.clone());
             Phase::failed("error", done, secs, m)
         }
