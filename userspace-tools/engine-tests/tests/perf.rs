@@ -1,0 +1,49 @@
+//! Rough throughput figures on a 256 MiB simulated NAND (run with --release --ignored).
+
+use std::time::Instant;
+
+use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::{CreateArgs, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::*;
+
+#[test]
+#[ignore]
+fn perf_figures() {
+    let f = RamFlash::new_nand(128 * 1024, 2048, 2048);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let t = Instant::now();
+    let a = fs.create(ROOT_INO, b"seq", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    for i in 0..100u64 {
+        fs.write(a.ino, i << 20, &chunk, ts(1)).unwrap();
+    }
+    fs.sync().unwrap();
+    let dt = t.elapsed().as_secs_f64();
+    eprintln!("sequential write 100 MiB: {:.0} MiB/s (engine CPU)", 100.0 / dt);
+    let t = Instant::now();
+    let mut b = vec![0u8; 1 << 20];
+    for i in 0..100u64 {
+        fs.read(a.ino, i << 20, &mut b).unwrap();
+    }
+    eprintln!("sequential read 100 MiB: {:.0} MiB/s", 100.0 / t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0, ts(1)).unwrap();
+    for i in 0..20_000 {
+        fs.create(d.ino, format!("f{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+    }
+    eprintln!("create: {:.0} files/s", 20_000.0 / t.elapsed().as_secs_f64());
+    let mut rng = Rng::new(1);
+    let t = Instant::now();
+    let d4 = [1u8; 4096];
+    for _ in 0..20_000 {
+        fs.write(a.ino, rng.below(25_600) * 4096, &d4, ts(1)).unwrap();
+    }
+    eprintln!("random 4 KiB overwrite: {:.0} IOPS", 20_000.0 / t.elapsed().as_secs_f64());
+    let st = fs.stats();
+    eprintln!("{st:?}");
+    let t = Instant::now();
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let _fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    eprintln!("unmount+mount: {:?}", t.elapsed());
+}
