@@ -1,0 +1,67 @@
+//! Tiny runs of every experiment: the figures must be sane (not timed).
+
+use ferrofs_simbench::{check_sane, markdown, run_mount, run_wa, MountConfig, Pattern, Report, RunLength, WaConfig};
+
+fn wa(pattern: Pattern, fill: f64) -> ferrofs_simbench::WaResult {
+    let cfg = WaConfig {
+        device_mib: 8,
+        fill,
+        pattern,
+        warmup_device_multiples: 1.0,
+        measure_device_multiples: 0.5,
+        file_size: 256 * 1024,
+        seed: 7,
+    };
+    run_wa(&cfg).expect("wa run")
+}
+
+fn report(wa: Vec<ferrofs_simbench::WaResult>, mount: Vec<ferrofs_simbench::MountResult>) -> Report {
+    Report { quick: true, page_size: 2048, erase_block: 131072, wa, mount }
+}
+
+#[test]
+fn wa_uniform_low_fill_is_sane() {
+    let r = wa(Pattern::Uniform, 0.5);
+    assert!(r.wa >= 1.0, "{r:?}");
+    assert!(r.erases > 0, "{r:?}");
+    assert!(r.wa_first_half >= 1.0 && r.wa_second_half >= 1.0, "{r:?}");
+    assert!((r.fill_actual - 0.5).abs() < 0.1, "{r:?}");
+    assert_eq!(r.greedy_bound, 2.0);
+    check_sane(&report(vec![r], vec![])).expect("sane");
+}
+
+#[test]
+fn wa_grows_with_fill() {
+    let lo = wa(Pattern::Uniform, 0.5);
+    let hi = wa(Pattern::Uniform, 0.95);
+    assert!(hi.wa > lo.wa, "WA at 95 % ({}) not above WA at 50 % ({})", hi.wa, lo.wa);
+    assert!(hi.erases_per_user_mib > lo.erases_per_user_mib);
+    check_sane(&report(vec![lo, hi], vec![])).expect("sane");
+}
+
+#[test]
+fn wa_skewed_is_sane() {
+    let r = wa(Pattern::Skewed8020, 0.8);
+    check_sane(&report(vec![r.clone()], vec![])).expect("sane");
+    let md = markdown(&report(vec![r], vec![]));
+    assert!(md.contains("| 80/20 | 80 %"), "{md}");
+}
+
+#[test]
+fn mount_after_clean_unmount_replays_nothing() {
+    let cfg = MountConfig { device_mib: 8, prefill: 0.5, run: RunLength::Ops(1500), seed: 3 };
+    let m = run_mount(&cfg).expect("mount run");
+    assert_eq!(m.len(), 2);
+    let (cut, clean) = (&m[0], &m[1]);
+    assert_eq!(cut.case, "power-cut");
+    assert_eq!(clean.case, "clean-unmount");
+    assert_eq!(cut.ops, clean.ops);
+    assert!(clean.replayed_records <= 2, "{clean:?}");
+    assert_eq!(clean.log_bytes_since_checkpoint, 0);
+    assert!(cut.fsynced_data_ok && clean.fsynced_data_ok, "{m:?}");
+    assert!(cut.mount_bytes_read > 0 && clean.mount_bytes_read > 0);
+    let rep = report(vec![], m);
+    check_sane(&rep).expect("sane");
+    let json = serde_json::to_string(&rep).expect("json");
+    assert!(json.contains("\"replayed_records\""));
+}
