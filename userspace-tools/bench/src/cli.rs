@@ -5,7 +5,15 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::units::{parse_duration, parse_fill, parse_nonzero_size, parse_size};
+use crate::units::{parse_block_size, parse_duration, parse_fill, parse_nonzero_size, parse_size, MAX_BLOCK};
+
+/// A size (zero allowed) of at most [`MAX_BLOCK`].
+fn parse_size_max_block(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        n if n > MAX_BLOCK => Err(format!("size {s:?} is larger than the maximum, 256M")),
+        n => Ok(n),
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "ferrofs-bench", version, about = "Flash filesystem benchmark: throughput sweep, dirty-fs overwrite, write latency, GC fluctuation, small files, metadata, mount time, write amplification; plus a host-side report")]
@@ -107,7 +115,7 @@ pub struct SweepArgs {
     #[arg(long, default_value = "0", value_parser = parse_size)]
     pub raw_offset: u64,
     /// Block sizes, comma-separated.
-    #[arg(long, default_value = "4k,16k,32k,64k,128k,1M,16M", value_delimiter = ',', value_parser = parse_nonzero_size)]
+    #[arg(long, default_value = "4k,16k,32k,64k,128k,1M,16M", value_delimiter = ',', value_parser = parse_block_size)]
     pub block_sizes: Vec<u64>,
     /// Bytes written (and read) per data point (rounded up to a whole block).
     #[arg(long, default_value = "64M", value_parser = parse_nonzero_size)]
@@ -142,7 +150,7 @@ pub struct DirtyArgs {
     /// Fill levels (percent or fraction of statvfs size), comma-separated; a clean run always comes first.
     #[arg(long, default_value = "50,80,90", value_delimiter = ',', value_parser = parse_fill)]
     pub fill: Vec<f64>,
-    #[arg(long, default_value = "4k,16k,64k,128k,1M", value_delimiter = ',', value_parser = parse_nonzero_size)]
+    #[arg(long, default_value = "4k,16k,64k,128k,1M", value_delimiter = ',', value_parser = parse_block_size)]
     pub block_sizes: Vec<u64>,
     /// Bytes overwritten per data point (the same for every point).
     #[arg(long, default_value = "32M", value_parser = parse_nonzero_size)]
@@ -170,7 +178,7 @@ pub struct LatencyArgs {
     /// Number of timed writes.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
-    #[arg(long, default_value = "4k", value_parser = parse_nonzero_size)]
+    #[arg(long, default_value = "4k", value_parser = parse_block_size)]
     pub block_size: u64,
     /// Size of the file being overwritten.
     #[arg(long, default_value = "16M", value_parser = parse_nonzero_size)]
@@ -198,7 +206,7 @@ pub struct GcArgs {
     /// Stop after this many bytes even before --duration (0 = no limit).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     pub max_bytes: u64,
-    #[arg(long, default_value = "64k", value_parser = parse_nonzero_size)]
+    #[arg(long, default_value = "64k", value_parser = parse_block_size)]
     pub block_size: u64,
     #[arg(long, default_value = "16M", value_parser = parse_nonzero_size)]
     pub file_size: u64,
@@ -223,7 +231,7 @@ pub struct SmallfilesArgs {
     pub dir: PathBuf,
     #[arg(long, default_value_t = 2000)]
     pub count: u64,
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    #[arg(long, default_value = "4k", value_parser = parse_size_max_block)]
     pub size: u64,
     /// Files per subdirectory.
     #[arg(long, default_value_t = 500)]
@@ -320,6 +328,9 @@ mod tests {
         assert!(parse(&["sweep", "/mnt", "--block-sizes", "4q"]).is_err());
         assert!(parse(&["sweep", "/mnt", "--modes", "fast"]).is_err());
         assert!(parse(&["sweep", "/mnt", "--total", "0"]).is_err());
+        assert!(parse(&["sweep", "/mnt", "--block-sizes", "64G"]).is_err(), "buffers are allocated whole");
+        assert!(parse(&["smallfiles", "/mnt", "--size", "1G"]).is_err());
+        assert!(parse(&["smallfiles", "/mnt", "--size", "0"]).is_ok());
     }
 
     #[test]

@@ -319,6 +319,7 @@ pub fn load_results(dir: &Path) -> Result<ResultSet> {
 }
 
 /// A table of one metric per row for each label, with reference/peer ratio columns.
+#[allow(clippy::too_many_arguments)]
 fn metric_table(s: &mut String, row_header: &str, rows: &[String], labels: &[String], reference: &str, unit: &str, prec: usize, get: impl Fn(&str, &str) -> Option<f64>) {
     let peers: Vec<&String> = if labels.iter().any(|l| l == reference) { labels.iter().filter(|l| *l != reference).collect() } else { Vec::new() };
     let _ = write!(s, "| {row_header} |");

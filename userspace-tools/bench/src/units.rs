@@ -32,6 +32,17 @@ pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Largest block (and buffer) size accepted: buffers are allocated whole, up front.
+pub const MAX_BLOCK: u64 = 256 << 20;
+
+/// Parses a non-zero block size of at most [`MAX_BLOCK`].
+pub fn parse_block_size(s: &str) -> Result<u64, String> {
+    match parse_nonzero_size(s)? {
+        n if n > MAX_BLOCK => Err(format!("block size {s:?} is larger than the maximum, 256M")),
+        n => Ok(n),
+    }
+}
+
 /// Parses a comma-separated list of non-zero sizes ("4k,16k,1M").
 pub fn parse_size_list(s: &str) -> Result<Vec<u64>, String> {
     let v: Vec<u64> = s.split(',').filter(|p| !p.trim().is_empty()).map(parse_nonzero_size).collect::<Result<_, _>>()?;
@@ -85,11 +96,11 @@ pub fn parse_fill(s: &str) -> Result<f64, String> {
 
 /// "4k", "1M", "16M", or bytes when not a round multiple.
 pub fn fmt_size(n: u64) -> String {
-    if n >= 1 << 30 && n % (1 << 30) == 0 {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
         format!("{}G", n >> 30)
-    } else if n >= 1 << 20 && n % (1 << 20) == 0 {
+    } else if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{}k", n >> 10)
     } else {
         format!("{n}")
@@ -113,6 +124,9 @@ mod tests {
         assert!(parse_size("4x").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
         assert!(parse_nonzero_size("0").is_err());
+        assert_eq!(parse_block_size("256M"), Ok(256 << 20));
+        assert!(parse_block_size("257M").is_err());
+        assert!(parse_block_size("0").is_err());
         assert_eq!(parse_size_list("4k,16k,32k,64k,128k,1M,16M").unwrap().len(), 7);
         assert!(parse_size_list(",").is_err());
         assert!(parse_size_list("4k,0").is_err());

@@ -85,7 +85,7 @@ impl Filler {
             let id = self.next_id;
             self.next_id += 1;
             let sub = self.root.join(format!("d{}", id as usize / FILES_PER_DIR));
-            if id as usize % FILES_PER_DIR == 0 {
+            if (id as usize).is_multiple_of(FILES_PER_DIR) {
                 match std::fs::create_dir(&sub) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -52,7 +52,8 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
     let pb = Progress::new(ctx.progress, a.duration.as_secs().max(1), "gc run (seconds)");
     let before = ctx.wa.snapshot();
     let start = Instant::now();
-    let mut windows = Vec::with_capacity((a.duration.as_secs_f64() / window.as_secs_f64()).ceil() as usize + 1);
+    // Pre-sized so that recording a window rarely allocates (capped: the run may stop early).
+    let mut windows = Vec::with_capacity(((a.duration.as_secs_f64() / window.as_secs_f64()).ceil() as usize).saturating_add(1).min(1 << 16));
     let mut w_start = start;
     let mut w_bytes = 0u64;
     let mut total = 0u64;

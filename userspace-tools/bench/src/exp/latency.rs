@@ -27,7 +27,10 @@ fn run_in(ctx: &mut Ctx, a: &LatencyArgs, w: &std::path::Path) -> Result<(Latenc
     let fsync_each = a.sync == SyncMode::Fsync;
     let n = a.count;
     // Pre-allocated so the timed loop never allocates.
-    let mut samples: Vec<u64> = Vec::with_capacity(n as usize);
+    let mut samples: Vec<u64> = Vec::new();
+    if usize::try_from(n).ok().and_then(|n| samples.try_reserve_exact(n).ok()).is_none() {
+        crate::bail!("--count {n}: cannot hold that many samples in memory");
+    }
     let pb = Progress::new(ctx.progress, n * a.block_size, "latency");
     let before = ctx.wa.snapshot();
     let t_all = Instant::now();

@@ -243,6 +243,7 @@ enum Io {
 }
 
 /// Sequential positioned I/O of `total` bytes from `offset` in `bs` pieces (last one may be short).
+#[allow(clippy::too_many_arguments)]
 fn timed_io(ctx: &mut Ctx, f: &File, offset: u64, total: u64, bs: u64, buf: &mut DataBuf, io: Io, msg: &str) -> Phase {
     let write = io != Io::Read;
     let mut what = if write { "write" } else { "read" };

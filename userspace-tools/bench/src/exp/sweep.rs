@@ -15,7 +15,7 @@ use crate::units::fmt_size;
 
 /// Bytes of one data point: `total` rounded up to a whole number of blocks.
 pub fn point_bytes(total: u64, bs: u64) -> u64 {
-    total.div_ceil(bs).max(1) * bs
+    total.div_ceil(bs).max(1).saturating_mul(bs)
 }
 
 fn is_einval(e: &std::io::Error) -> bool {
