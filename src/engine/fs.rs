@@ -88,6 +88,7 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) buf: P::Vec<u8>,
     pub(crate) buf2: P::Vec<u8>,
     pub(crate) opts: MountOptions,
+    in_checkpoint: bool,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -189,6 +190,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf: P::Vec::new(),
             buf2: P::Vec::new(),
             opts: MountOptions::default(),
+            in_checkpoint: false,
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -285,6 +287,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf: P::Vec::new(),
             buf2: P::Vec::new(),
             opts,
+            in_checkpoint: false,
         };
         if ro {
             return Err((Error::ReadOnly, eng.log.flash));
@@ -710,6 +713,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
+        self.in_checkpoint = true;
+        let r = self.checkpoint_inner();
+        self.in_checkpoint = false;
+        r
+    }
+
+    fn checkpoint_inner(&mut self) -> Result<()> {
         let mut rounds = 0u32;
         loop {
             if self.log.has_failed_seg() {
@@ -1008,6 +1018,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let res = self.gc_record(&h, loc, &tmp);
             self.buf2 = tmp;
             res?;
+            if self.tree.needs_commit() {
+                // keep the dirty part of the index bounded while moving a large segment
+                if self.in_checkpoint {
+                    self.tree.commit(&mut self.log)?;
+                } else {
+                    self.checkpoint()?;
+                }
+            }
             if self.log.seg(v)?.live == 0 {
                 break;
             }

@@ -195,3 +195,46 @@ fn corrected_reads_schedule_scrub() {
     assert!(b.iter().all(|&x| x == 9));
     assert_consistent(&mut fs);
 }
+
+#[test]
+fn gc_of_large_segments_with_small_cache() {
+    // 1 MiB segments (a block device's allocation units), 256 records per segment, 16-node cache
+    let f = RamFlash::with_kind(ferrofs_engine::FlashKind::Block, 1 << 20, 24, 4096);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let opts = MountOptions { cache_nodes: 16, ..Default::default() };
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    let mut rng = Rng::new(21);
+    let n = 40;
+    let mut inos = Vec::new();
+    let mut model = Vec::new();
+    for i in 0..n {
+        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
+        let mut d = vec![0u8; 64 * 1024];
+        rng.fill(&mut d);
+        fs.write(f.ino, 0, &d, ts(1)).unwrap();
+        inos.push(f.ino);
+        model.push(d);
+    }
+    // scattered overwrites so that every segment holds blocks of many files
+    for _ in 0..4000 {
+        let k = rng.below(n) as usize;
+        let off = rng.below(16) as usize * 4096;
+        let mut d = [0u8; 4096];
+        rng.fill(&mut d);
+        fs.write(inos[k], off as u64, &d, ts(2)).unwrap();
+        model[k][off..off + 4096].copy_from_slice(&d);
+    }
+    for _ in 0..10 {
+        fs.gc_step(true).unwrap();
+    }
+    assert!(fs.stats().gc_records > 200, "{:?}", fs.stats());
+    assert!(fs.cached_nodes() <= 32);
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    assert_consistent(&mut fs);
+    for (k, d) in model.iter().enumerate() {
+        let mut b = vec![0u8; d.len()];
+        fs.read(inos[k], 0, &mut b).unwrap();
+        assert!(b == *d, "file {k}");
+    }
+}
