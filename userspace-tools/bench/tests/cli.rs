@@ -196,3 +196,27 @@ fn enospc_during_fill_is_reported_not_fatal() {
     assert_eq!(d["results"]["points"].as_array().unwrap().len(), 2);
     assert_clean(&mnt);
 }
+
+#[test]
+fn o_direct_refused_is_unsupported() {
+    // ramfs has no direct I/O: open(O_DIRECT) fails with EINVAL. Root only; skipped elsewhere.
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("ram");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&mnt).stderr(std::process::Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: cannot mount a ramfs here");
+        return;
+    }
+    let _guard = Mounted(mnt.clone());
+    let out = dir.path().join("out");
+    run_ok(&["sweep", mnt.to_str().unwrap(), "--block-sizes", "4k", "--total", "64k", "--no-drop-caches", "--no-progress", "--out-dir", out.to_str().unwrap(), "--label", "ram"]);
+    let s = json(&out.join("ram-sweep.json"));
+    let pts = s["results"]["points"].as_array().unwrap();
+    assert_eq!(pts[0]["mode"], "buffered");
+    assert_eq!(pts[0]["write"]["status"], "ok");
+    assert_eq!(pts[1]["mode"], "direct");
+    assert_eq!(pts[1]["write"]["status"], "unsupported", "{s}");
+    assert_eq!(pts[1]["read"]["status"], "unsupported");
+    assert_clean(&mnt);
+}

@@ -200,3 +200,54 @@ pub fn overwrite_n(ow: &mut Overwriter, n: u64, fsync_at_end: bool, pb: &crate::
 pub fn open_rw(path: &Path, extra_flags: i32) -> Result<File> {
     OpenOptions::new().read(true).write(true).custom_flags(extra_flags).open(path).with_ctx(|| format!("opening {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(pattern: Pattern, file_size: u64, bs: u64, n: usize) -> Vec<u64> {
+        // Each write changes its block's first bytes (the buffer's stamp): the first differing
+        // byte after a write tells which block it hit.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("w");
+        let mut buf = DataBuf::new(bs as usize, 3);
+        drop(write_file(&p, file_size, bs, &mut buf, 0).unwrap());
+        let mut ow = Overwriter::new(open_rw(&p, 0).unwrap(), file_size, bs, pattern, 5, DataBuf::new(bs as usize, 4));
+        let mut seen = Vec::new();
+        let mut before = std::fs::read(&p).unwrap();
+        for _ in 0..n {
+            ow.write_one().unwrap();
+            let after = std::fs::read(&p).unwrap();
+            assert_eq!(after.len() as u64, file_size, "overwrites never grow the file");
+            let first = before.iter().zip(&after).position(|(a, b)| a != b).unwrap();
+            seen.push(first as u64 / bs * bs);
+            before = after;
+        }
+        seen
+    }
+
+    #[test]
+    fn sequential_overwrite_wraps() {
+        assert_eq!(offsets(Pattern::Seq, 4 * 4096, 4096, 6), vec![0, 4096, 8192, 12288, 0, 4096]);
+    }
+
+    #[test]
+    fn random_overwrite_stays_in_file_and_is_seeded() {
+        let a = offsets(Pattern::Random, 8 * 4096, 4096, 20);
+        assert!(a.iter().all(|&o| o % 4096 == 0 && o < 8 * 4096));
+        assert_eq!(a, offsets(Pattern::Random, 8 * 4096, 4096, 20), "same seed, same offsets");
+        assert!(a.iter().collect::<std::collections::BTreeSet<_>>().len() > 2);
+    }
+
+    #[test]
+    fn median_and_dirs() {
+        assert_eq!(median(&[1.0]), Some(1.0));
+        let d = tempfile::tempdir().unwrap();
+        assert!(check_dir(d.path()).is_ok());
+        assert!(check_dir(&d.path().join("none")).is_err());
+        let w = work_dir(d.path(), "x").unwrap();
+        std::fs::write(w.join("leftover"), "1").unwrap();
+        let w = work_dir(d.path(), "x").unwrap();
+        assert!(std::fs::read_dir(&w).unwrap().next().is_none(), "leftovers removed");
+    }
+}
