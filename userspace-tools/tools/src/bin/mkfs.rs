@@ -1,0 +1,395 @@
+//! mkfs.ferrofs: create a ferrofs filesystem on an image file, an MTD device or a block device,
+//! optionally populated from a directory tree.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use ferrofs_engine::format::{CP_HDR_SIZE, MAX_CP_SEGS, SEGINFO_SIZE};
+use ferrofs_engine::fs::RESERVE_SEGS;
+use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
+use ferrofs_flashsim::{
+    AnySim, BlockConfig, BlockDevice, BlockDeviceOptions, BlockSim, Flash, ImageFlash, MtdDevice, NandConfig, NandSim,
+};
+use ferrofs_tools::dev::{path_kind, Dev, PathKind};
+use ferrofs_tools::populate::{nospace_message, populate, prescan, PopulateError, PopulateOptions, TreeStats};
+use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
+use ferrofs_tools::walk::mount;
+use ferrofs_tools::Fs;
+
+/// Create a ferrofs filesystem.
+///
+/// TARGET is an image file (a flash simulator image by default, or a plain raw image with
+/// --raw), an MTD character device (/dev/mtdN; geometry from the device) or a block device.
+#[derive(Parser, Debug)]
+#[command(name = "mkfs.ferrofs", version, about, long_about = None)]
+struct Cli {
+    /// Image file, /dev/mtdN or block device.
+    target: PathBuf,
+
+    /// NAND image geometry: PAGE,PAGES_PER_BLOCK,BLOCKS (e.g. 2048,64,2048 = 256 MiB).
+    #[arg(long, value_name = "PAGE,PPB,BLOCKS", conflicts_with_all = ["size", "page", "erase", "block"])]
+    nand: Option<String>,
+
+    /// Image size (e.g. 256M). Default: the existing file's size with --raw, else 64M.
+    #[arg(long, value_parser = parse_size)]
+    size: Option<u64>,
+
+    /// NAND page size of an image (default 2k).
+    #[arg(long, value_parser = parse_size)]
+    page: Option<u64>,
+
+    /// NAND erase block size of an image (default 128k).
+    #[arg(long, value_parser = parse_size)]
+    erase: Option<u64>,
+
+    /// Make a block-device image (FTL backend) instead of a raw flash image.
+    #[arg(long)]
+    block: bool,
+
+    /// Allocation unit (segment) of a block device or block image (default 4M).
+    #[arg(long, value_parser = parse_size)]
+    au: Option<u64>,
+
+    /// Write unit of a block device or block image (default 4k).
+    #[arg(long, value_parser = parse_size)]
+    unit: Option<u64>,
+
+    /// Write a plain raw image (no simulator header): a raw NAND dump, or a block image.
+    #[arg(long)]
+    raw: bool,
+
+    /// Factory bad blocks of a simulator NAND image (comma-separated segment numbers).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    bad_blocks: Vec<u32>,
+
+    /// Populate the new filesystem from this directory tree.
+    #[arg(short = 'r', long = "root", value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Make every file owned by root (uid 0, gid 0).
+    #[arg(long)]
+    squash_uids: bool,
+
+    /// Volume serial number (hex, e.g. 0x1234abcd); default random.
+    #[arg(long, value_parser = parse_hex)]
+    serial: Option<u64>,
+
+    /// Erase every good segment first (marking blocks whose erase fails bad).
+    #[arg(long)]
+    erase_all: bool,
+
+    /// Print every file copied.
+    #[arg(short, long)]
+    verbose: bool,
+
+    /// Print nothing but errors and warnings.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    let t = s.trim_start_matches("0x").trim_start_matches("0X");
+    u64::from_str_radix(t, 16).map_err(|_| format!("invalid hex number '{s}'"))
+}
+
+fn to_u32(v: u64, what: &str) -> Result<u32, ToolError> {
+    u32::try_from(v).map_err(|_| ToolError::usage(format!("{what} {v} is too large")))
+}
+
+fn round_up(v: u64, m: u64) -> u64 {
+    if m == 0 {
+        v
+    } else {
+        v.div_ceil(m).saturating_mul(m)
+    }
+}
+
+/// The checks of `Engine::format`, with messages, plus "is there any room for data".
+fn check_geometry(g: &Geometry, bad: usize) -> Result<(), ToolError> {
+    let ss = g.segment_size;
+    let wu = g.write_unit;
+    if wu == 0 || ss == 0 || ss % wu != 0 {
+        return Err(ToolError::fail(format!(
+            "geometry does not fit: segment size {ss} is not a multiple of the write unit {wu}"
+        )));
+    }
+    if ss < 16384 || ss < wu.saturating_mul(4) {
+        return Err(ToolError::fail(format!(
+            "geometry does not fit: segments of {ss} bytes are too small (ferrofs needs at least 16 KiB and 4 write units of {wu})"
+        )));
+    }
+    if g.segment_count < 16 {
+        return Err(ToolError::fail(format!(
+            "device too small: {} segments of {} (ferrofs needs at least 16 segments, here at least {})",
+            g.segment_count,
+            human(u64::from(ss)),
+            human(16 * u64::from(ss))
+        )));
+    }
+    let slot = round_up(CP_HDR_SIZE as u64 + u64::from(g.segment_count) * SEGINFO_SIZE as u64, u64::from(wu));
+    let area = round_up(slot * 2, u64::from(ss)) / u64::from(ss);
+    if area > MAX_CP_SEGS as u64 {
+        return Err(ToolError::fail(format!(
+            "geometry does not fit: {} segments need a segment table of {} bytes, more than the checkpoint \
+             area of 16 segments of {} holds; use bigger segments",
+            g.segment_count,
+            slot,
+            human(u64::from(ss))
+        )));
+    }
+    let overhead = 2 + 2 * area + u64::from(RESERVE_SEGS) + 6;
+    let good = u64::from(g.segment_count).saturating_sub(bad as u64);
+    if good <= overhead {
+        return Err(ToolError::fail(format!(
+            "device too small: {} good segments of {}, but ferrofs uses {} for superblocks, checkpoints, log heads \
+             and reserves; at least {} segments ({}) are needed for any data",
+            good,
+            human(u64::from(ss)),
+            overhead,
+            overhead + 1,
+            human((overhead + 1) * u64::from(ss))
+        )));
+    }
+    Ok(())
+}
+
+fn image_geometry(cli: &Cli, existing_len: Option<u64>) -> Result<Geometry, ToolError> {
+    if let Some(n) = &cli.nand {
+        let parts: Vec<&str> = n.split(',').collect();
+        let [p, ppb, blocks] = parts.as_slice() else {
+            return Err(ToolError::usage(format!("--nand wants PAGE,PAGES_PER_BLOCK,BLOCKS, got '{n}'")));
+        };
+        let p = to_u32(parse_size(p).map_err(ToolError::usage)?, "page size")?;
+        let ppb: u32 = ppb.trim().parse().map_err(|_| ToolError::usage(format!("invalid pages per block '{ppb}'")))?;
+        let blocks: u32 = blocks.trim().parse().map_err(|_| ToolError::usage(format!("invalid block count '{blocks}'")))?;
+        let ss = p.checked_mul(ppb).ok_or_else(|| ToolError::usage("erase block size overflows 32 bits"))?;
+        return Ok(Geometry { kind: FlashKind::Nand, segment_size: ss, segment_count: blocks, write_unit: p, preferred_write: p });
+    }
+    let size = cli.size.or(existing_len).unwrap_or(64 << 20);
+    let (kind, unit, seg) = if cli.block {
+        if cli.page.is_some() || cli.erase.is_some() {
+            return Err(ToolError::usage("--page/--erase describe raw flash; use --unit/--au with --block"));
+        }
+        (FlashKind::Block, cli.unit.unwrap_or(4096), cli.au.unwrap_or(4 << 20))
+    } else {
+        if cli.unit.is_some() || cli.au.is_some() {
+            return Err(ToolError::usage("--unit/--au describe a block device; add --block, or use --page/--erase"));
+        }
+        (FlashKind::Nand, cli.page.unwrap_or(2048), cli.erase.unwrap_or(128 << 10))
+    };
+    let unit = to_u32(unit, "write unit")?;
+    let seg = to_u32(seg, "segment size")?;
+    if seg == 0 || size % u64::from(seg) != 0 {
+        return Err(ToolError::fail(format!(
+            "geometry does not fit: the size {size} is not a multiple of the {} segment size {seg}",
+            if kind == FlashKind::Block { "allocation unit" } else { "erase block" }
+        )));
+    }
+    let count = to_u32(size / u64::from(seg), "segment count")?;
+    Ok(Geometry { kind, segment_size: seg, segment_count: count, write_unit: unit, preferred_write: unit })
+}
+
+/// What mkfs writes to, before the filesystem is made.
+struct Target {
+    dev: Dev,
+    bad: usize,
+}
+
+fn open_target(cli: &Cli) -> Result<Target, ToolError> {
+    let path = &cli.target;
+    let kind = path_kind(path);
+    let image_opts = cli.nand.is_some() || cli.size.is_some() || cli.page.is_some() || cli.erase.is_some() || cli.raw;
+    match kind {
+        PathKind::Dir => Err(ToolError::fail(format!("{} is a directory, not an image file or a device", path.display()))),
+        PathKind::Other => Err(ToolError::fail(format!("{} is not an image file, an MTD device or a block device", path.display()))),
+        PathKind::CharDev => {
+            if image_opts || cli.block || !cli.bad_blocks.is_empty() {
+                return Err(ToolError::usage("the geometry of an MTD device is read from the device: drop --nand/--size/--page/--erase/--raw/--block"));
+            }
+            let d = MtdDevice::open(path).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
+            Ok(Target { dev: Dev::Mtd(d), bad: 0 })
+        }
+        PathKind::BlockDev => {
+            if image_opts || !cli.bad_blocks.is_empty() {
+                return Err(ToolError::usage("a block device's size is its own: drop --nand/--size/--page/--erase/--raw"));
+            }
+            let opts = BlockDeviceOptions {
+                write_unit: to_u32(cli.unit.unwrap_or(0), "write unit")?,
+                segment_size: to_u32(cli.au.unwrap_or(4 << 20), "allocation unit")?,
+                ..BlockDeviceOptions::default()
+            };
+            let d = BlockDevice::open_with(path, opts).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
+            Ok(Target { dev: Dev::Block(d), bad: 0 })
+        }
+        PathKind::Missing | PathKind::File => {
+            let existing = if cli.raw && kind == PathKind::File {
+                std::fs::metadata(path).ok().map(|m| m.len()).filter(|&l| l > 0)
+            } else {
+                None
+            };
+            let geo = image_geometry(cli, existing)?;
+            if !cli.bad_blocks.is_empty() && (cli.raw || geo.kind == FlashKind::Block) {
+                return Err(ToolError::usage("--bad-blocks applies to simulator NAND images only"));
+            }
+            if let Some(b) = cli.bad_blocks.iter().find(|&&b| b >= geo.segment_count) {
+                return Err(ToolError::usage(format!("bad block {b} is beyond the {} blocks", geo.segment_count)));
+            }
+            let mut bad = cli.bad_blocks.clone();
+            bad.sort_unstable();
+            bad.dedup();
+            check_geometry(&geo, bad.len())?;
+            let e = |e: ferrofs_flashsim::Error| ToolError::fail(format!("cannot create {}: {e}", path.display()));
+            let dev = if cli.raw {
+                if geo.kind == FlashKind::Block {
+                    let f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(path)
+                        .map_err(|er| ToolError::fail(format!("cannot create {}: {er}", path.display())))?;
+                    f.set_len(geo.device_bytes()).map_err(|er| ToolError::fail(format!("cannot size {}: {er}", path.display())))?;
+                    drop(f);
+                    let opts = BlockDeviceOptions {
+                        write_unit: geo.write_unit,
+                        segment_size: geo.segment_size,
+                        ..BlockDeviceOptions::default()
+                    };
+                    Dev::Block(BlockDevice::open_with(path, opts).map_err(e)?)
+                } else {
+                    Dev::Raw(ImageFlash::create(path, geo).map_err(e)?)
+                }
+            } else if geo.kind == FlashKind::Block {
+                let cfg = BlockConfig::with_layout(geo.write_unit, geo.segment_size, geo.segment_count);
+                Dev::Sim(AnySim::Block(BlockSim::new(cfg).map_err(e)?))
+            } else {
+                let cfg = NandConfig {
+                    bad_blocks: bad.clone(),
+                    ..NandConfig::with_layout(geo.write_unit, geo.segment_size / geo.write_unit.max(1), geo.segment_count)
+                };
+                Dev::Sim(AnySim::Nand(NandSim::new(cfg).map_err(e)?))
+            };
+            Ok(Target { dev, bad: bad.len() })
+        }
+    }
+}
+
+fn count_bad(dev: &mut Dev) -> Result<usize, ToolError> {
+    let n = dev.geometry().segment_count;
+    let mut bad = 0;
+    for s in 0..n {
+        if dev.is_bad(s).map_err(|e| ToolError::fail(format!("bad block check of segment {s} failed: {e:?}")))? {
+            bad += 1;
+        }
+    }
+    Ok(bad)
+}
+
+fn erase_all(dev: &mut Dev, quiet: bool) -> Result<(), ToolError> {
+    let n = dev.geometry().segment_count;
+    let mut marked = 0;
+    for s in 0..n {
+        if dev.is_bad(s).unwrap_or(true) {
+            continue;
+        }
+        if dev.erase(s).is_err() {
+            let _ = dev.mark_bad(s);
+            marked += 1;
+        }
+    }
+    if !quiet && marked > 0 {
+        eprintln!("mkfs.ferrofs: warning: {marked} segments failed to erase and were marked bad");
+    }
+    Ok(())
+}
+
+fn run(cli: &Cli) -> Result<(), ToolError> {
+    // Look at the source tree first: an unreadable tree fails before anything is written.
+    let need = match &cli.root {
+        Some(r) => Some(prescan(r)?),
+        None => None,
+    };
+    let mut t = open_target(cli)?;
+    let geo = t.dev.geometry();
+    if !matches!(t.dev, Dev::Sim(_)) {
+        t.bad = count_bad(&mut t.dev)?;
+        check_geometry(&geo, t.bad)?;
+    }
+    if cli.erase_all {
+        erase_all(&mut t.dev, cli.quiet)?;
+    }
+    let serial = cli.serial.unwrap_or_else(random_u64);
+    let fo = FormatOptions { serial, ..FormatOptions::default() };
+    let dev = Fs::format(t.dev, &fo, now()).map_err(|(e, _)| match e {
+        Error::Invalid => ToolError::fail(format!("geometry does not fit ferrofs: {geo:?}")),
+        Error::NoSpace => ToolError::fail("device too small, or too many bad blocks, for the superblocks and checkpoint areas"),
+        Error::Io => ToolError::fail(
+            "cannot write the superblocks: the first two good segments must be among segments 0..63, or the device failed",
+        ),
+        e => ToolError::fail(format!("format failed: {}", errno_name(e))),
+    })?;
+    let mut copied: Option<(TreeStats, Vec<String>)> = None;
+    let mut dev = dev;
+    if let (Some(root), Some(need)) = (&cli.root, need.as_ref()) {
+        let mut fs = mount(dev, false).map_err(|(e, _)| ToolError::fail(format!("cannot mount the new filesystem: {e}")))?;
+        let opts = PopulateOptions { squash_uids: cli.squash_uids, verbose: cli.verbose };
+        match populate(&mut fs, root, opts) {
+            Ok(c) => copied = Some(c),
+            Err(PopulateError::NoSpace { path, copied }) => {
+                let cap = fs.statfs().blocks.saturating_mul(u64::from(fs.statfs().block_size));
+                return Err(ToolError::fail(nospace_message(&path, copied, need, cap, geo.segment_size)));
+            }
+            Err(PopulateError::Other(e)) => return Err(e),
+        }
+        dev = fs.unmount().map_err(|(e, _)| ToolError::fail(format!("final checkpoint failed: {}", errno_name(e))))?;
+    }
+    // Statistics from a read-only mount, which also proves the result mounts.
+    let mut fs = mount(dev, true).map_err(|(e, _)| ToolError::fail(format!("the new filesystem does not mount: {e}")))?;
+    let st = fs.statfs();
+    let root = fs.getattr(ROOT_INO).map_err(|e| ToolError::fail(format!("the new root is unreadable: {}", errno_name(e))))?;
+    let mut dev = fs.into_flash();
+    dev.persist(&cli.target)?;
+    if !cli.quiet {
+        let what = dev.describe();
+        println!("mkfs.ferrofs: {}: {what}", cli.target.display());
+        println!(
+            "  serial {serial:#018x}, {} segments ({} bad), capacity {}, free {}, root mode {:o}",
+            geo.segment_count,
+            t.bad,
+            human(st.blocks * u64::from(st.block_size)),
+            human(st.blocks_free * u64::from(st.block_size)),
+            root.mode & 0o7777
+        );
+        if let Some((c, warnings)) = &copied {
+            println!(
+                "  copied {} files ({}, {} stored), {} directories, {} symlinks, {} hard links, {} special nodes, {} xattrs",
+                c.files,
+                human(c.bytes),
+                human(c.stored_bytes),
+                c.dirs,
+                c.symlinks,
+                c.hardlinks,
+                c.specials,
+                c.xattrs
+            );
+            for w in warnings {
+                eprintln!("mkfs.ferrofs: warning: {w}");
+            }
+        }
+    } else if let Some((_, warnings)) = &copied {
+        for w in warnings {
+            eprintln!("mkfs.ferrofs: warning: {w}");
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => clap_exit(e),
+    };
+    if let Err(e) = run(&cli) {
+        eprintln!("mkfs.ferrofs: error: {e}");
+        std::process::exit(if e.code == EXIT_USAGE { EXIT_USAGE } else { EXIT_FAILURE });
+    }
+}
