@@ -70,6 +70,16 @@ pub mod rtype {
     pub const DELETE: u8 = 7;
     /// Index (B+tree) node.
     pub const INDEX: u8 = 8;
+    /// A chunk of the segment table written by a checkpoint.
+    pub const SEGTAB: u8 = 9;
+}
+
+/// Segment-table entries per SEGTAB record.
+pub const SEGTAB_ENTRIES: u32 = 200;
+
+/// Number of SEGTAB records for `segments` segments.
+pub fn segtab_chunks(segments: u32) -> u32 {
+    segments.div_ceil(SEGTAB_ENTRIES)
 }
 
 /// Record flag: more records of the same atomic operation follow in this head.

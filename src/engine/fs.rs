@@ -6,7 +6,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{
     get_seginfo, kind, put_seginfo, rtype, segstate, CpHeader, Inode, Key, Loc, RecHdr, SegInfo,
-    Stats, Superblock, Timespec, CP_HDR_SIZE, FEATURE_COMPAT, FEATURE_INCOMPAT_HASHED_DIRS,
+    Stats, Superblock, Timespec, CP_HDR_SIZE, SEGTAB_ENTRIES, FEATURE_COMPAT, FEATURE_INCOMPAT_HASHED_DIRS,
     FEATURE_INCOMPAT_SUPPORTED, FEATURE_RO_COMPAT_SUPPORTED, FLAG_CONT, FORMAT_VERSION,
     HEAD_COLD, HEAD_META, INODE_SIZE, MAX_CP_SEGS, NO_SEG, NUM_HEADS, REC_HDR,
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
@@ -89,6 +89,9 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) buf2: P::Vec<u8>,
     pub(crate) opts: MountOptions,
     in_checkpoint: bool,
+    /// Segments holding the segment table of the newest checkpoint: never freed before the
+    /// next checkpoint.
+    pinned: P::Vec<u32>,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -125,8 +128,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err((e, flash));
             }
         }
-        let slot = round_up(CP_HDR_SIZE as u64 + u64::from(geo.segment_count) * SEGINFO_SIZE as u64, u64::from(wu));
-        let area_segs = round_up(slot.saturating_mul(2), u64::from(geo.segment_size)) / u64::from(geo.segment_size);
+        let chunks = crate::engine::format::segtab_chunks(geo.segment_count);
+        let slot = round_up(CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64, u64::from(wu));
+        // at least 64 slots per area: each area is erased once per 128 checkpoints (or mounts)
+        let area_segs = round_up(slot.saturating_mul(64), u64::from(geo.segment_size)) / u64::from(geo.segment_size);
+        if u64::from(SEGTAB_ENTRIES) * SEGINFO_SIZE as u64 + 512 > u64::from(geo.segment_size) / 2 {
+            return Err((Error::Invalid, flash));
+        }
         if area_segs as usize > MAX_CP_SEGS || slot > u64::from(u32::MAX) {
             return Err((Error::Invalid, flash));
         }
@@ -191,6 +199,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf2: P::Vec::new(),
             opts: MountOptions::default(),
             in_checkpoint: false,
+            pinned: P::Vec::new(),
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -288,6 +297,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf2: P::Vec::new(),
             opts,
             in_checkpoint: false,
+            pinned: P::Vec::new(),
         };
         if ro {
             return Err((Error::ReadOnly, eng.log.flash));
@@ -385,25 +395,60 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let _ = s;
         self.cp_area = a;
         self.cp_next_slot = u32::MAX;
-        // segment table
+        // segment table, from the SEGTAB records the checkpoint names
         {
-            let b = blob.as_slice();
-            let mut r = Reader::new(b.get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
-            let mut segs = P::Vec::new();
-            for _ in 0..cp.seg_count {
-                let mut si = get_seginfo(&mut r)?;
-                if si.state > segstate::META {
+            let chunks = crate::engine::format::segtab_chunks(cp.seg_count);
+            let mut locs: P::Vec<Loc> = P::Vec::new();
+            {
+                let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
+                for _ in 0..chunks {
+                    locs.try_push(Loc::get(&mut r)?)?;
+                }
+            }
+            let mut segs: P::Vec<SegInfo> = P::Vec::new();
+            let mut rec = P::Vec::new();
+            for (i, l) in (0..chunks).zip(locs.as_slice().iter()) {
+                let h = self.log.read_record(*l, &mut rec)?;
+                if h.rtype != rtype::SEGTAB || h.key != Key::new(0, 0, u64::from(i)) {
                     return Err(Error::Corrupt);
                 }
-                if si.live > self.sb.segment_size {
+                let mut r = Reader::new(rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?);
+                let first = r.u32()?;
+                let count = u32::from(r.u16()?);
+                if first != i.saturating_mul(SEGTAB_ENTRIES) || count > SEGTAB_ENTRIES {
                     return Err(Error::Corrupt);
                 }
-                if si.state == segstate::OPEN {
-                    si.state = segstate::FULL;
+                for _ in 0..count {
+                    let mut si = get_seginfo(&mut r)?;
+                    if si.state > segstate::META || si.live > self.sb.segment_size {
+                        return Err(Error::Corrupt);
+                    }
+                    if si.state == segstate::OPEN {
+                        si.state = segstate::FULL;
+                    }
+                    segs.try_push(si)?;
                 }
-                segs.try_push(si)?;
+            }
+            if segs.len() != cp.seg_count as usize {
+                return Err(Error::Corrupt);
             }
             self.log.segs = segs;
+            self.pinned.clear();
+            for l in locs.as_slice() {
+                let si = self.log.seg_mut(l.seg)?;
+                if si.state == segstate::FREE || si.state == segstate::RESERVED {
+                    si.state = segstate::FULL;
+                }
+                if !self.pinned.as_slice().contains(&l.seg) {
+                    self.pinned.try_push(l.seg)?;
+                }
+            }
+            // the heads' segments may have been opened after the table was captured
+            for hs in cp.heads.iter().filter(|h| h.seg != NO_SEG) {
+                let si = self.log.seg_mut(hs.seg)?;
+                si.state = segstate::FULL;
+                si.seq = hs.seg_seq;
+            }
         }
         drop(blob);
         self.log.next_seq = cp.next_seq.max(cp.seq.saturating_add(1));
@@ -495,7 +540,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if len > b.len() || len < CP_HDR_SIZE || h.serial != self.sb.serial || h.seg_count != self.sb.segment_count {
             return Err(Error::Corrupt);
         }
-        if len != CP_HDR_SIZE + h.seg_count as usize * SEGINFO_SIZE {
+        if len != CP_HDR_SIZE + crate::engine::format::segtab_chunks(h.seg_count) as usize * Loc::SIZE {
             return Err(Error::Corrupt);
         }
         let body = b.get(..len).ok_or(Error::Corrupt)?;
@@ -526,7 +571,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             match r? {
                 Some((h, loc)) => {
                     st.off = loc.off.saturating_add(loc.len);
-                    if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX {
+                    if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX || h.rtype == rtype::SEGTAB {
                         continue;
                     }
                     if h.seq < min_seq {
@@ -721,6 +766,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     fn checkpoint_inner(&mut self) -> Result<()> {
         let mut rounds = 0u32;
+        let mut locs: P::Vec<Loc> = P::Vec::new();
         loop {
             if self.log.has_failed_seg() {
                 rounds = rounds.saturating_add(1);
@@ -731,6 +777,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.relocate_failed()?;
             }
             self.tree.commit(&mut self.log)?;
+            self.log.flush_all()?;
+            if self.log.has_failed_seg() {
+                continue;
+            }
+            // capture the segment table, then write it to the metadata log
+            let mut table = core::mem::replace(&mut self.buf2, P::Vec::new());
+            let r = self.write_segtab(&mut table, &mut locs);
+            self.buf2 = table;
+            r?;
             self.log.flush_all()?;
             if !self.log.has_failed_seg() {
                 break;
@@ -743,7 +798,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             None => (Loc::default(), 0, false),
         };
         let count = self.log.segs.len();
-        let len = CP_HDR_SIZE + count * SEGINFO_SIZE;
+        let len = CP_HDR_SIZE + locs.len() * Loc::SIZE;
         let mut stats = self.log.stats;
         stats.checkpoints = stats.checkpoints.saturating_add(1);
         let hdr = CpHeader {
@@ -760,7 +815,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             seg_count: count as u32,
         };
         let mut blob = core::mem::replace(&mut self.buf2, P::Vec::new());
-        let r = self.encode_cp(&hdr, &mut blob);
+        let r = self.encode_cp(&hdr, locs.as_slice(), &mut blob);
         if r.is_err() {
             self.buf2 = blob;
             return r;
@@ -795,13 +850,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.flash.flush()?;
         self.log.stats = stats;
         self.log.need_checkpoint = false;
+        self.pinned.clear();
+        for l in locs.as_slice() {
+            if !self.pinned.as_slice().contains(&l.seg) {
+                self.pinned.try_push(l.seg)?;
+            }
+        }
         // free dead segments now that no checkpoint needs them; retire failed ones
         for i in 0..self.log.segs.len() {
             let si = match self.log.segs.as_mut_slice().get_mut(i) {
                 Some(s) => s,
                 None => break,
             };
-            if si.state == segstate::FULL && si.live == 0 {
+            if si.state == segstate::FULL && si.live == 0 && !self.pinned.as_slice().contains(&(i as u32)) {
                 if si.flags & SEG_RETIRE != 0 {
                     si.state = segstate::BAD;
                     self.log.stats.retired = self.log.stats.retired.saturating_add(1);
@@ -814,7 +875,44 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(())
     }
 
-    fn encode_cp(&mut self, hdr: &CpHeader, blob: &mut P::Vec<u8>) -> Result<()> {
+    /// Capture the segment table (segments whose records are all dead recorded as free, or bad
+    /// when retiring) and append it as SEGTAB records to the metadata head.
+    fn write_segtab(&mut self, table: &mut P::Vec<u8>, locs: &mut P::Vec<Loc>) -> Result<()> {
+        let count = self.log.segs.len();
+        table.clear();
+        table.try_resize(count.saturating_mul(SEGINFO_SIZE), 0u8)?;
+        {
+            let mut w = Writer::new(table.as_mut_slice());
+            for s in self.log.segs.as_slice() {
+                let mut e = *s;
+                if e.state == segstate::FULL && e.live == 0 {
+                    e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
+                }
+                put_seginfo(&mut w, &e)?;
+            }
+        }
+        locs.clear();
+        let per = SEGTAB_ENTRIES as usize;
+        let mut payload: P::Vec<u8> = P::Vec::new();
+        let mut first = 0usize;
+        let mut idx = 0u64;
+        while first < count {
+            let n = per.min(count - first);
+            payload.clear();
+            payload.try_extend_from_slice(&(first as u32).to_le_bytes())?;
+            payload.try_extend_from_slice(&(n as u16).to_le_bytes())?;
+            let a = first.saturating_mul(SEGINFO_SIZE);
+            let b = a.saturating_add(n.saturating_mul(SEGINFO_SIZE));
+            payload.try_extend_from_slice(table.as_slice().get(a..b).ok_or(Error::Invalid)?)?;
+            let loc = self.log.append(HEAD_META, rtype::SEGTAB, 0, Key::new(0, 0, idx), payload.as_slice())?;
+            locs.try_push(loc)?;
+            first = first.saturating_add(n);
+            idx = idx.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    fn encode_cp(&mut self, hdr: &CpHeader, locs: &[Loc], blob: &mut P::Vec<u8>) -> Result<()> {
         let slot = self.sb.cp_slot_size as usize;
         blob.clear();
         blob.try_resize(slot, 0u8)?;
@@ -823,12 +921,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let b = blob.as_mut_slice();
             let mut w = Writer::new(b);
             hdr.encode(&mut w)?;
-            for s in self.log.segs.as_slice() {
-                let mut e = *s;
-                if e.state == segstate::FULL && e.live == 0 {
-                    e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
-                }
-                put_seginfo(&mut w, &e)?;
+            for l in locs {
+                l.put(&mut w)?;
             }
             if w.pos() != len {
                 return Err(Error::Invalid);
@@ -891,7 +985,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn pending_free(&self) -> u32 {
-        self.log.segs.as_slice().iter().filter(|s| s.state == segstate::FULL && s.live == 0).fold(0u32, |a, _| a.saturating_add(1))
+        let pinned = self.pinned.as_slice();
+        let n = self.log.segs.len() as u32;
+        (0..n)
+            .zip(self.log.segs.as_slice().iter())
+            .filter(|(i, s)| s.state == segstate::FULL && s.live == 0 && !pinned.contains(i))
+            .fold(0u32, |a, _| a.saturating_add(1))
     }
 
     /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace.
@@ -926,7 +1025,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.state != segstate::BAD && s.state != segstate::META {
                 maxe = maxe.max(s.erases);
             }
-            if s.state != segstate::FULL || self.is_head_seg(i) {
+            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) {
                 continue;
             }
             if s.flags & SEG_SCRUB != 0 {
