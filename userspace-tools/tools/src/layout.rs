@@ -102,6 +102,9 @@ pub enum CpSlot {
     Valid(CpHeader, Vec<SegInfo>),
     /// A valid checkpoint of another volume (stale data on a block device).
     Foreign(CpHeader),
+    /// An intact older checkpoint whose segment-table records were since reclaimed by the
+    /// garbage collector (normal for superseded checkpoints of the SEGTAB layout).
+    Stale(CpHeader, String),
     /// Checkpoint magic present but the checkpoint fails validation.
     Damaged {
         /// The header, when it decodes.
@@ -153,8 +156,34 @@ fn cp_read(f: &mut dyn Flash, sb: &Superblock, area: usize, off: u64, out: &mut 
     Ok(())
 }
 
-/// Validate a checkpoint blob as the engine's mount does.
-pub fn decode_cp(sb: &Superblock, blob: &[u8]) -> CpSlot {
+/// Record type of a segment-table chunk (format with the segment table out of the checkpoint).
+pub const RTYPE_SEGTAB: u8 = 9;
+/// Segment-table entries per SEGTAB record.
+pub const SEGTAB_ENTRIES: u32 = 200;
+
+/// How a checkpoint stores its segment table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegTabLayout {
+    /// Inline after the checkpoint header.
+    Inline,
+    /// In SEGTAB records of the log, whose locations follow the checkpoint header.
+    Records,
+}
+
+fn parse_seginfos(r: &mut Reader<'_>, n: u32, sb: &Superblock, out: &mut Vec<SegInfo>) -> Result<(), String> {
+    for _ in 0..n {
+        let si = get_seginfo(r).map_err(|_| "segment table truncated".to_string())?;
+        if si.state > 5 || si.live > sb.segment_size {
+            return Err(format!("segment table entry {} is invalid (state {}, live {})", out.len(), si.state, si.live));
+        }
+        out.push(si);
+    }
+    Ok(())
+}
+
+/// Validate a checkpoint blob as the engine's mount does, and load its segment table (inline,
+/// or from the SEGTAB records it names).
+pub fn decode_cp(f: &mut dyn Flash, sb: &Superblock, blob: &[u8]) -> CpSlot {
     if blob.get(..4) != Some(&CP_MAGIC.to_le_bytes()[..]) {
         return CpSlot::Empty;
     }
@@ -163,9 +192,18 @@ pub fn decode_cp(sb: &Superblock, blob: &[u8]) -> CpSlot {
         Err(_) => return CpSlot::Damaged { hdr: None, reason: "header does not decode (version or length)".into() },
     };
     let len = h.len as usize;
-    let want = CP_HDR_SIZE.saturating_add((h.seg_count as usize).saturating_mul(SEGINFO_SIZE));
-    if len > blob.len() || len < CP_HDR_SIZE || len != want {
-        return CpSlot::Damaged { hdr: Some(h), reason: format!("length {len} inconsistent (expected {want})") };
+    let inline_len = CP_HDR_SIZE.saturating_add((h.seg_count as usize).saturating_mul(SEGINFO_SIZE));
+    let chunks = h.seg_count.div_ceil(SEGTAB_ENTRIES);
+    let records_len = CP_HDR_SIZE.saturating_add((chunks as usize).saturating_mul(Loc::SIZE));
+    let layout = if len == inline_len {
+        SegTabLayout::Inline
+    } else if len == records_len {
+        SegTabLayout::Records
+    } else {
+        return CpSlot::Damaged { hdr: Some(h), reason: format!("length {len} inconsistent with {} segments", h.seg_count) };
+    };
+    if len > blob.len() {
+        return CpSlot::Damaged { hdr: Some(h), reason: format!("length {len} larger than the slot") };
     }
     let mut body = match blob.get(..len) {
         Some(b) => b.to_vec(),
@@ -188,10 +226,40 @@ pub fn decode_cp(sb: &Superblock, blob: &[u8]) -> CpSlot {
     }
     let mut r = Reader::new(body.get(CP_HDR_SIZE..).unwrap_or(&[]));
     let mut segs = Vec::with_capacity(h.seg_count as usize);
-    for _ in 0..h.seg_count {
-        match get_seginfo(&mut r) {
-            Ok(s) => segs.push(s),
-            Err(_) => return CpSlot::Damaged { hdr: Some(h), reason: "segment table truncated".into() },
+    match layout {
+        SegTabLayout::Inline => {
+            if let Err(e) = parse_seginfos(&mut r, h.seg_count, sb, &mut segs) {
+                return CpSlot::Damaged { hdr: Some(h), reason: e };
+            }
+        }
+        SegTabLayout::Records => {
+            for i in 0..chunks {
+                let loc = match Loc::get(&mut r) {
+                    Ok(l) => l,
+                    Err(_) => return CpSlot::Stale(h, "segment table locations truncated".into()),
+                };
+                let rec = match read_record(f, sb, loc) {
+                    Ok(x) => x,
+                    Err(e) => return CpSlot::Stale(h, format!("segment table chunk {i}: {e}")),
+                };
+                if rec.hdr.rtype != RTYPE_SEGTAB || rec.hdr.key != Key::new(0, 0, u64::from(i)) {
+                    return CpSlot::Stale(h, format!("segment table chunk {i} points at a {} record", rtype_name(rec.hdr.rtype)));
+                }
+                let mut rr = Reader::new(&rec.payload);
+                let (first, count) = match (rr.u32(), rr.u16()) {
+                    (Ok(a), Ok(b)) => (a, u32::from(b)),
+                    _ => return CpSlot::Stale(h, format!("segment table chunk {i} truncated")),
+                };
+                if first != i.saturating_mul(SEGTAB_ENTRIES) || count > SEGTAB_ENTRIES {
+                    return CpSlot::Stale(h, format!("segment table chunk {i} out of order"));
+                }
+                if let Err(e) = parse_seginfos(&mut rr, count, sb, &mut segs) {
+                    return CpSlot::Stale(h, e);
+                }
+            }
+            if segs.len() != h.seg_count as usize {
+                return CpSlot::Stale(h, "segment table incomplete".into());
+            }
         }
     }
     CpSlot::Valid(h, segs)
@@ -206,7 +274,7 @@ pub fn read_checkpoints(f: &mut dyn Flash, sb: &Superblock) -> Vec<CpEntry> {
         for slot in 0..slots {
             let off = u64::from(slot) * u64::from(sb.cp_slot_size);
             let state = match cp_read(f, sb, area, off, &mut blob) {
-                Ok(()) => decode_cp(sb, &blob),
+                Ok(()) => decode_cp(f, sb, &blob),
                 Err(e) => CpSlot::Damaged { hdr: None, reason: e },
             };
             out.push(CpEntry { area, slot, state });
@@ -302,6 +370,7 @@ pub fn rtype_name(t: u8) -> &'static str {
         rtype::ORPHAN => "ORPHAN",
         rtype::DELETE => "DELETE",
         rtype::INDEX => "INDEX",
+        RTYPE_SEGTAB => "SEGTAB",
         _ => "UNKNOWN",
     }
 }
@@ -519,6 +588,10 @@ pub fn describe_payload(h: &RecHdr, p: &[u8]) -> String {
             _ => "truncated".into(),
         },
         rtype::PAD => format!("{} bytes", p.len()),
+        RTYPE_SEGTAB => match (r.u32(), r.u16()) {
+            (Ok(a), Ok(c)) => format!("segment table entries {a}..{}", u64::from(a) + u64::from(c)),
+            _ => "truncated".into(),
+        },
         _ => format!("{} bytes", p.len()),
     }
 }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use ferrofs_engine::format::{CP_HDR_SIZE, MAX_CP_SEGS, SEGINFO_SIZE};
 use ferrofs_engine::fs::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{
@@ -96,14 +95,6 @@ fn to_u32(v: u64, what: &str) -> Result<u32, ToolError> {
     u32::try_from(v).map_err(|_| ToolError::usage(format!("{what} {v} is too large")))
 }
 
-fn round_up(v: u64, m: u64) -> u64 {
-    if m == 0 {
-        v
-    } else {
-        v.div_ceil(m).saturating_mul(m)
-    }
-}
-
 /// The checks of `Engine::format`, with messages, plus "is there any room for data".
 fn check_geometry(g: &Geometry, bad: usize) -> Result<(), ToolError> {
     let ss = g.segment_size;
@@ -126,17 +117,8 @@ fn check_geometry(g: &Geometry, bad: usize) -> Result<(), ToolError> {
             human(16 * u64::from(ss))
         )));
     }
-    let slot = round_up(CP_HDR_SIZE as u64 + u64::from(g.segment_count) * SEGINFO_SIZE as u64, u64::from(wu));
-    let area = round_up(slot * 2, u64::from(ss)) / u64::from(ss);
-    if area > MAX_CP_SEGS as u64 {
-        return Err(ToolError::fail(format!(
-            "geometry does not fit: {} segments need a segment table of {} bytes, more than the checkpoint \
-             area of 16 segments of {} holds; use bigger segments",
-            g.segment_count,
-            slot,
-            human(u64::from(ss))
-        )));
-    }
+    // one segment per checkpoint area at least; the engine checks the exact layout
+    let area = 1u64;
     let overhead = 2 + 2 * area + u64::from(RESERVE_SEGS) + 6;
     let good = u64::from(g.segment_count).saturating_sub(bad as u64);
     if good <= overhead {
@@ -320,7 +302,11 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     let serial = cli.serial.unwrap_or_else(random_u64);
     let fo = FormatOptions { serial, ..FormatOptions::default() };
     let dev = Fs::format(t.dev, &fo, now()).map_err(|(e, _)| match e {
-        Error::Invalid => ToolError::fail(format!("geometry does not fit ferrofs: {geo:?}")),
+        Error::Invalid => ToolError::fail(format!(
+            "geometry does not fit ferrofs ({} segments of {} bytes, write unit {}): the checkpoint with the \
+             segment table must fit 16 segments per area; use bigger segments",
+            geo.segment_count, geo.segment_size, geo.write_unit
+        )),
         Error::NoSpace => ToolError::fail("device too small, or too many bad blocks, for the superblocks and checkpoint areas"),
         Error::Io => ToolError::fail(
             "cannot write the superblocks: the first two good segments must be among segments 0..63, or the device failed",
@@ -345,6 +331,14 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     // Statistics from a read-only mount, which also proves the result mounts.
     let mut fs = mount(dev, true).map_err(|(e, _)| ToolError::fail(format!("the new filesystem does not mount: {e}")))?;
     let st = fs.statfs();
+    if st.blocks == 0 {
+        return Err(ToolError::fail(format!(
+            "device too small: after superblocks, checkpoint areas and reserves no space is left for data \
+             ({} segments of {})",
+            geo.segment_count,
+            human(u64::from(geo.segment_size))
+        )));
+    }
     let root = fs.getattr(ROOT_INO).map_err(|e| ToolError::fail(format!("the new root is unreadable: {}", errno_name(e))))?;
     let mut dev = fs.into_flash();
     dev.persist(&cli.target)?;
