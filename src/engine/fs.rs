@@ -138,7 +138,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if area_segs as usize > MAX_CP_SEGS || slot > u64::from(u32::MAX) {
             return Err((Error::Invalid, flash));
         }
-        let mut good = segs.as_slice().iter().enumerate().filter(|(_, s)| s.state == segstate::FREE).map(|(i, _)| i as u32);
+        let nsegs = segs.len() as u32;
+        let mut good = (0..nsegs).zip(segs.as_slice().iter()).filter(|(_, s)| s.state == segstate::FREE).map(|(i, _)| i);
         let mut sb_segs = [NO_SEG; 2];
         for s in sb_segs.iter_mut() {
             *s = match good.next() {

@@ -333,7 +333,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// Where a record would start if the head is at `pos`: records never start in the last
     /// `REC_HDR - 1` bytes of a write unit.
     pub fn align_pos(wu: u32, pos: u32) -> u32 {
-        let rem = wu - pos % wu;
+        let Some(r) = pos.checked_rem(wu) else { return pos };
+        let rem = wu.saturating_sub(r);
         if (rem as usize) < REC_HDR && rem != wu {
             pos.saturating_add(rem)
         } else {
