@@ -7,6 +7,8 @@ source "$(dirname "$0")/env.sh"
 KDIR="$(kernel_dir)/linux"
 [ -f "$(kernel_dir)/.complete" ] || { echo "build-module: no kernel for the current inputs: run 'make kernel'" >&2; exit 1; }
 dir="${1:-$FERROFS_ROOT}"
+# kbuild does not always notice edits to the Rust crate's submodules: always rebuild the crate.
+rm -f "$dir/src/ferrofs_mod.o"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e

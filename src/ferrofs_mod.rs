@@ -14,6 +14,10 @@ use kernel::{bindings, c_str, types::Opaque};
 // reached only from this crate, and not every item is used by the kernel layer yet.
 #[allow(unreachable_pub, dead_code, unused_imports)]
 mod engine;
+mod kplatform;
+mod mtd;
+mod shim;
+mod vfs;
 
 module! {
     type: Ferrofs,
@@ -38,15 +42,11 @@ struct Ferrofs {
     fs_type: Pin<KBox<FsType>>,
 }
 
-/// `file_system_type::init_fs_context`: called for every `mount -t ferrofs`.
-///
-/// # Safety
-///
-/// Called by the VFS with a valid, exclusively owned `fc`.
-unsafe extern "C" fn init_fs_context(_fc: *mut bindings::fs_context) -> core::ffi::c_int {
-    // Mounting arrives with the VFS layer (issue 4); until then say so instead of failing silently.
-    pr_err!("mounting is not implemented in this build\n");
-    -(bindings::EOPNOTSUPP as core::ffi::c_int)
+/// `file_system_type::kill_sb`: shut the superblock down (`put_super` unmounts the engine),
+/// then release the MTD device.
+unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
+    // SAFETY: the VFS passes a superblock of ours that was set up by `get_tree_mtd`.
+    unsafe { shim::ferrofs_kill_mtd_super(sb) };
 }
 
 impl kernel::Module for Ferrofs {
@@ -55,8 +55,9 @@ impl kernel::Module for Ferrofs {
             FsType(Opaque::new(bindings::file_system_type {
                 name: c_str!("ferrofs").as_char_ptr(),
                 owner: module.as_ptr(),
-                init_fs_context: Some(init_fs_context),
-                kill_sb: Some(bindings::kill_anon_super),
+                init_fs_context: Some(vfs::init_fs_context),
+                kill_sb: Some(kill_sb),
+                fs_flags: bindings::FS_REQUIRES_DEV as _,
                 ..Default::default()
             })),
             GFP_KERNEL,

@@ -1,13 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ferrofs C shim: one-line wrappers for what Rust cannot call directly (static inline
- * functions, macros, and MTD, whose headers the 6.12 Rust bindings do not include).
- * No logic lives here: every function is a single call or field access.
+ * functions, macros, and MTD, whose headers the 6.12 Rust bindings do not include), and two
+ * constant tables of function pointers whose struct types are opaque to Rust
+ * (fs_context_operations, xattr_handler). No logic lives here: every function is a single
+ * call or field access, and every callback named in a table is implemented in Rust.
  */
 #include <linux/fs.h>
 #include <linux/fs_context.h>
+#include <linux/fs_parser.h>
 #include <linux/mtd/mtd.h>
 #include <linux/mtd/super.h>
+#include <linux/pagemap.h>
+#include <linux/highmem.h>
+#include <linux/sched/mm.h>
+#include <linux/cred.h>
+#include <linux/xattr.h>
+#include <linux/seq_file.h>
+#include <linux/kdev_t.h>
+#include <linux/statfs.h>
 #include "shim.h"
 
 /* Inode size, which the kernel guards with a seqcount on 32-bit SMP. */
@@ -43,3 +54,70 @@ int ferrofs_mtd_erase(struct mtd_info *mtd, loff_t addr, u64 len)
 int ferrofs_mtd_block_isbad(struct mtd_info *mtd, loff_t ofs) { return mtd_block_isbad(mtd, ofs); }
 int ferrofs_mtd_block_markbad(struct mtd_info *mtd, loff_t ofs) { return mtd_block_markbad(mtd, ofs); }
 void ferrofs_mtd_sync(struct mtd_info *mtd) { mtd_sync(mtd); }
+
+/* fs_context: opaque to Rust. The operations table points at Rust callbacks. */
+static const struct fs_context_operations ferrofs_context_ops = {
+	.parse_param = ferrofs_parse_param, .get_tree = ferrofs_get_tree,
+	.reconfigure = ferrofs_reconfigure, .free = ferrofs_fc_free,
+};
+void ferrofs_fc_set_ops(struct fs_context *fc) { fc->ops = &ferrofs_context_ops; }
+void *ferrofs_fc_fs_private(struct fs_context *fc) { return fc->fs_private; }
+void ferrofs_fc_set_fs_private(struct fs_context *fc, void *p) { fc->fs_private = p; }
+unsigned int ferrofs_fc_sb_flags(const struct fs_context *fc) { return fc->sb_flags; }
+struct super_block *ferrofs_fc_root_sb(struct fs_context *fc) { return fc->root->d_sb; }
+const char *ferrofs_param_key(const struct fs_parameter *p) { return p->key; }
+const char *ferrofs_param_string(const struct fs_parameter *p) { return p->type == fs_value_is_string ? p->string : NULL; }
+int ferrofs_fc_invalid_value(struct fs_context *fc, const char *key) { return invalfc(fc, "Bad value for '%s'", key); }
+int ferrofs_fc_error(struct fs_context *fc, const char *msg) { return invalfc(fc, "%s", msg); }
+
+/* xattr: the handler table (one per namespace) points at Rust callbacks. */
+static const struct xattr_handler ferrofs_xattr_user = {
+	.prefix = XATTR_USER_PREFIX, .get = ferrofs_xattr_get, .set = ferrofs_xattr_set };
+static const struct xattr_handler ferrofs_xattr_trusted = {
+	.prefix = XATTR_TRUSTED_PREFIX, .get = ferrofs_xattr_get, .set = ferrofs_xattr_set };
+static const struct xattr_handler ferrofs_xattr_security = {
+	.prefix = XATTR_SECURITY_PREFIX, .get = ferrofs_xattr_get, .set = ferrofs_xattr_set };
+static const struct xattr_handler * const ferrofs_xattr_handlers[] = {
+	&ferrofs_xattr_user, &ferrofs_xattr_trusted, &ferrofs_xattr_security, NULL };
+void ferrofs_sb_set_xattr(struct super_block *sb) { sb->s_xattr = ferrofs_xattr_handlers; }
+const char *ferrofs_xattr_handler_prefix(const struct xattr_handler *h) { return h->prefix; }
+
+/* Dentries, files, credentials. */
+const unsigned char *ferrofs_dentry_name(const struct dentry *d, u32 *len) { *len = d->d_name.len; return d->d_name.name; }
+struct inode *ferrofs_d_inode(const struct dentry *d) { return d_inode(d); }
+struct inode *ferrofs_file_inode(const struct file *f) { return file_inode(f); }
+u32 ferrofs_current_fsuid(void) { return from_kuid(&init_user_ns, current_fsuid()); }
+u32 ferrofs_current_fsgid(void) { return from_kgid(&init_user_ns, current_fsgid()); }
+u32 ferrofs_i_uid_read(const struct inode *i) { return i_uid_read(i); }
+u32 ferrofs_i_gid_read(const struct inode *i) { return i_gid_read(i); }
+void ferrofs_i_uid_write(struct inode *i, u32 uid) { i_uid_write(i, uid); }
+void ferrofs_i_gid_write(struct inode *i, u32 gid) { i_gid_write(i, gid); }
+u32 ferrofs_new_encode_dev(dev_t dev) { return new_encode_dev(dev); }
+dev_t ferrofs_new_decode_dev(u32 dev) { return new_decode_dev(dev); }
+void ferrofs_set_delayed_call_kfree(struct delayed_call *call, void *buf) { set_delayed_call(call, kfree_link, buf); }
+unsigned int ferrofs_memalloc_nofs_save(void) { return memalloc_nofs_save(); }
+void ferrofs_memalloc_nofs_restore(unsigned int flags) { memalloc_nofs_restore(flags); }
+void ferrofs_seq_puts(struct seq_file *m, const char *s) { seq_puts(m, s); }
+
+/* statfs: struct kstatfs is opaque to Rust. */
+void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen)
+{ *b = (struct kstatfs){ .f_type = type, .f_bsize = bsize, .f_frsize = bsize, .f_blocks = blocks, .f_bfree = bfree,
+	.f_bavail = bfree, .f_files = files, .f_ffree = ffree, .f_namelen = namelen }; }
+
+/* Folios and the page cache (pagemap.h is not in the bindings). */
+struct folio *ferrofs_write_begin_folio(struct address_space *mapping, loff_t pos)
+{ return __filemap_get_folio(mapping, pos >> PAGE_SHIFT, FGP_WRITEBEGIN, mapping_gfp_mask(mapping)); }
+loff_t ferrofs_folio_pos(struct folio *folio) { return folio_pos(folio); }
+size_t ferrofs_folio_size(struct folio *folio) { return folio_size(folio); }
+void *ferrofs_folio_address(struct folio *folio) { return folio_address(folio); }
+struct inode *ferrofs_folio_inode(struct folio *folio) { return folio->mapping->host; }
+bool ferrofs_folio_test_uptodate(struct folio *folio) { return folio_test_uptodate(folio); }
+void ferrofs_folio_mark_uptodate(struct folio *folio) { folio_mark_uptodate(folio); }
+void ferrofs_folio_unlock(struct folio *folio) { folio_unlock(folio); }
+void ferrofs_folio_put(struct folio *folio) { folio_put(folio); }
+void ferrofs_folio_start_writeback(struct folio *folio) { folio_start_writeback(folio); }
+void ferrofs_folio_end_writeback(struct folio *folio) { folio_end_writeback(folio); }
+void ferrofs_mapping_set_gfp_nofs(struct address_space *m) { mapping_set_gfp_mask(m, GFP_NOFS); }
+void ferrofs_folio_clear_uptodate(struct folio *folio) { folio_clear_uptodate(folio); }
+void ferrofs_mapping_set_error(struct address_space *m, int err) { mapping_set_error(m, err); }
+int ferrofs_filemap_write_and_wait(struct address_space *m) { return filemap_write_and_wait(m); }

@@ -1,11 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Prototypes of the ferrofs C shim (src/shim.c); the Rust side declares the same in extern blocks. */
+/* Prototypes of the ferrofs C shim (src/shim.c) and of the Rust callbacks its tables name.
+ * The Rust side declares the same functions in src/shim.rs. */
 #ifndef FERROFS_SHIM_H
 #define FERROFS_SHIM_H
 #include <linux/fs.h>
 #include <linux/fs_context.h>
 #include <linux/mtd/mtd.h>
 
+/* Implemented in Rust. */
+int ferrofs_parse_param(struct fs_context *fc, struct fs_parameter *param);
+int ferrofs_get_tree(struct fs_context *fc);
+int ferrofs_reconfigure(struct fs_context *fc);
+void ferrofs_fc_free(struct fs_context *fc);
+int ferrofs_xattr_get(const struct xattr_handler *h, struct dentry *dentry, struct inode *inode,
+		      const char *name, void *buffer, size_t size);
+int ferrofs_xattr_set(const struct xattr_handler *h, struct mnt_idmap *idmap, struct dentry *dentry,
+		      struct inode *inode, const char *name, const void *value, size_t size, int flags);
+
+/* The shim. */
 loff_t ferrofs_i_size_read(const struct inode *inode);
 void ferrofs_i_size_write(struct inode *inode, loff_t size);
 bool ferrofs_dir_emit(struct dir_context *ctx, const char *name, int len, u64 ino, unsigned int type);
@@ -25,5 +37,47 @@ int ferrofs_mtd_erase(struct mtd_info *mtd, loff_t addr, u64 len);
 int ferrofs_mtd_block_isbad(struct mtd_info *mtd, loff_t ofs);
 int ferrofs_mtd_block_markbad(struct mtd_info *mtd, loff_t ofs);
 void ferrofs_mtd_sync(struct mtd_info *mtd);
+void ferrofs_fc_set_ops(struct fs_context *fc);
+void *ferrofs_fc_fs_private(struct fs_context *fc);
+void ferrofs_fc_set_fs_private(struct fs_context *fc, void *p);
+unsigned int ferrofs_fc_sb_flags(const struct fs_context *fc);
+struct super_block *ferrofs_fc_root_sb(struct fs_context *fc);
+const char *ferrofs_param_key(const struct fs_parameter *p);
+const char *ferrofs_param_string(const struct fs_parameter *p);
+int ferrofs_fc_invalid_value(struct fs_context *fc, const char *key);
+int ferrofs_fc_error(struct fs_context *fc, const char *msg);
+void ferrofs_sb_set_xattr(struct super_block *sb);
+const char *ferrofs_xattr_handler_prefix(const struct xattr_handler *h);
+const unsigned char *ferrofs_dentry_name(const struct dentry *d, u32 *len);
+struct inode *ferrofs_d_inode(const struct dentry *d);
+struct inode *ferrofs_file_inode(const struct file *f);
+u32 ferrofs_current_fsuid(void);
+u32 ferrofs_current_fsgid(void);
+u32 ferrofs_i_uid_read(const struct inode *i);
+u32 ferrofs_i_gid_read(const struct inode *i);
+void ferrofs_i_uid_write(struct inode *i, u32 uid);
+void ferrofs_i_gid_write(struct inode *i, u32 gid);
+u32 ferrofs_new_encode_dev(dev_t dev);
+dev_t ferrofs_new_decode_dev(u32 dev);
+void ferrofs_set_delayed_call_kfree(struct delayed_call *call, void *buf);
+unsigned int ferrofs_memalloc_nofs_save(void);
+void ferrofs_memalloc_nofs_restore(unsigned int flags);
+void ferrofs_seq_puts(struct seq_file *m, const char *s);
+struct folio *ferrofs_write_begin_folio(struct address_space *mapping, loff_t pos);
+loff_t ferrofs_folio_pos(struct folio *folio);
+size_t ferrofs_folio_size(struct folio *folio);
+void *ferrofs_folio_address(struct folio *folio);
+struct inode *ferrofs_folio_inode(struct folio *folio);
+bool ferrofs_folio_test_uptodate(struct folio *folio);
+void ferrofs_folio_mark_uptodate(struct folio *folio);
+void ferrofs_folio_unlock(struct folio *folio);
+void ferrofs_folio_put(struct folio *folio);
+void ferrofs_folio_start_writeback(struct folio *folio);
+void ferrofs_folio_end_writeback(struct folio *folio);
+void ferrofs_mapping_set_gfp_nofs(struct address_space *m);
+void ferrofs_folio_clear_uptodate(struct folio *folio);
+void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen);
+void ferrofs_mapping_set_error(struct address_space *m, int err);
+int ferrofs_filemap_write_and_wait(struct address_space *m);
 
 #endif

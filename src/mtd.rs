@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The MTD backend: the engine's `Flash` over a raw NAND/NOR `struct mtd_info`.
+
+use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+use crate::shim;
+use kernel::bindings;
+use kernel::prelude::*;
+
+const MTD_NORFLASH: u8 = 3;
+const MTD_NANDFLASH: u8 = 4;
+const MTD_MLCNANDFLASH: u8 = 8;
+/// The engine writes in units of at least this many bytes, even on bit-programmable media.
+const MIN_WRITE_UNIT: u32 = 512;
+
+/// An MTD device held by a mounted superblock (`sb->s_mtd`, released by `kill_mtd_super`).
+pub(crate) struct MtdFlash {
+    mtd: *mut bindings::mtd_info,
+    geo: Geometry,
+    /// MTD index, for messages.
+    pub(crate) index: i32,
+}
+
+// SAFETY: the `mtd_info` is reference-counted by the superblock for as long as the filesystem
+// is mounted, and MTD operations may be called from any thread (MTD drivers lock internally).
+unsafe impl Send for MtdFlash {}
+
+impl MtdFlash {
+    /// Describe `mtd` for the engine.
+    ///
+    /// # Safety
+    ///
+    /// `mtd` must be valid and stay valid (held by the superblock) for the life of the result.
+    pub(crate) unsafe fn new(mtd: *mut bindings::mtd_info) -> Result<Self> {
+        // SAFETY: `mtd` is valid per this function's contract.
+        let (size, erase, write, ty, index) = unsafe {
+            (
+                shim::ferrofs_mtd_size(mtd),
+                shim::ferrofs_mtd_erasesize(mtd),
+                shim::ferrofs_mtd_writesize(mtd),
+                shim::ferrofs_mtd_type(mtd),
+                shim::ferrofs_mtd_index(mtd),
+            )
+        };
+        let kind = match ty {
+            MTD_NANDFLASH | MTD_MLCNANDFLASH => FlashKind::Nand,
+            _ if ty == MTD_NORFLASH => FlashKind::Nor,
+            _ => FlashKind::Nor,
+        };
+        let write_unit = write.max(MIN_WRITE_UNIT);
+        if erase == 0 || erase % write_unit != 0 {
+            pr_err!("mtd{}: unsupported geometry: erase size {} is not a multiple of {}\n", index, erase, write_unit);
+            return Err(EINVAL);
+        }
+        let count = size / u64::from(erase);
+        let segment_count = u32::try_from(count).map_err(|_| EFBIG)?;
+        Ok(MtdFlash {
+            mtd,
+            geo: Geometry { kind, segment_size: erase, segment_count, write_unit, preferred_write: write_unit },
+            index,
+        })
+    }
+
+    fn addr(&self, seg: u32, offset: u32, len: usize) -> Result<i64, FlashError> {
+        let end = u64::from(offset).checked_add(len as u64).ok_or(FlashError::InvalidRequest)?;
+        if seg >= self.geo.segment_count || end > u64::from(self.geo.segment_size) {
+            return Err(FlashError::InvalidRequest);
+        }
+        Ok((u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset)) as i64)
+    }
+}
+
+impl Flash for MtdFlash {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
+        let at = self.addr(seg, offset, buf.len())?;
+        let mut retlen = 0usize;
+        // SAFETY: `self.mtd` is valid (type invariant); `buf` is a writable buffer of `buf.len()` bytes.
+        let ret = unsafe { shim::ferrofs_mtd_read(self.mtd, at, buf.len(), &mut retlen, buf.as_mut_ptr()) };
+        match -ret {
+            0 if retlen == buf.len() => Ok(ReadStatus::Clean),
+            c if c == bindings::EUCLEAN as i32 && retlen == buf.len() => Ok(ReadStatus::Corrected),
+            c if c == bindings::EBADMSG as i32 => {
+                pr_warn!("mtd{}: uncorrectable ECC error reading {} bytes at segment {} offset {}\n", self.index, buf.len(), seg, offset);
+                Err(FlashError::Uncorrectable)
+            }
+            _ => {
+                pr_warn!("mtd{}: read failed ({}) at segment {} offset {}\n", self.index, ret, seg, offset);
+                Err(FlashError::Io)
+            }
+        }
+    }
+
+    fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
+        let at = self.addr(seg, offset, buf.len())?;
+        let wu = self.geo.write_unit;
+        if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
+            return Err(FlashError::InvalidRequest);
+        }
+        let mut retlen = 0usize;
+        // SAFETY: `self.mtd` is valid (type invariant); `buf` is readable for `buf.len()` bytes.
+        let ret = unsafe { shim::ferrofs_mtd_write(self.mtd, at, buf.len(), &mut retlen, buf.as_ptr()) };
+        if ret != 0 || retlen != buf.len() {
+            pr_warn!("mtd{}: program failed ({}) at segment {} offset {}\n", self.index, ret, seg, offset);
+            return Err(FlashError::WriteFailed);
+        }
+        Ok(())
+    }
+
+    fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
+        let at = self.addr(seg, 0, self.geo.segment_size as usize)?;
+        // SAFETY: `self.mtd` is valid (type invariant); the range is one whole erase block.
+        let ret = unsafe { shim::ferrofs_mtd_erase(self.mtd, at, u64::from(self.geo.segment_size)) };
+        if ret != 0 {
+            pr_warn!("mtd{}: erase failed ({}) for segment {}\n", self.index, ret, seg);
+            return Err(FlashError::EraseFailed);
+        }
+        Ok(())
+    }
+
+    fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {
+        // SAFETY: `self.mtd` is valid (type invariant).
+        if !unsafe { shim::ferrofs_mtd_can_have_bb(self.mtd) } {
+            return Ok(false);
+        }
+        let at = self.addr(seg, 0, 0)?;
+        // SAFETY: `self.mtd` is valid (type invariant); `at` is inside the device.
+        match unsafe { shim::ferrofs_mtd_block_isbad(self.mtd, at) } {
+            0 => Ok(false),
+            r if r > 0 => Ok(true),
+            _ => Err(FlashError::Io),
+        }
+    }
+
+    fn mark_bad(&mut self, seg: u32) -> Result<(), FlashError> {
+        // SAFETY: `self.mtd` is valid (type invariant).
+        if !unsafe { shim::ferrofs_mtd_can_have_bb(self.mtd) } {
+            return Ok(());
+        }
+        let at = self.addr(seg, 0, 0)?;
+        pr_warn!("mtd{}: retiring segment {} as a bad block\n", self.index, seg);
+        // SAFETY: `self.mtd` is valid (type invariant); `at` is inside the device.
+        match unsafe { shim::ferrofs_mtd_block_markbad(self.mtd, at) } {
+            0 => Ok(()),
+            _ => Err(FlashError::Io),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), FlashError> {
+        // SAFETY: `self.mtd` is valid (type invariant).
+        unsafe { shim::ferrofs_mtd_sync(self.mtd) };
+        Ok(())
+    }
+}

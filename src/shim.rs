@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Declarations of the C shim in `shim.c` (one-line wrappers for static inlines, macros and MTD).
+
+use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
+use kernel::bindings::{
+    address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
+    kstatfs, mtd_info, seq_file, super_block, xattr_handler,
+};
+
+/// `fill_super` callback type taken by `get_tree_mtd`.
+pub(crate) type FillSuper = unsafe extern "C" fn(*mut super_block, *mut fs_context) -> c_int;
+
+// The bindings' structs with no fields (as `mod_arch_specific` inside `struct inode`'s
+// transitive members) trip this lint; the kernel's own `bindings` crate allows it for the same
+// reason. Only pointers to these structs cross the boundary.
+#[allow(improper_ctypes)]
+extern "C" {
+    pub(crate) fn ferrofs_i_size_read(inode: *const inode) -> i64;
+    pub(crate) fn ferrofs_i_size_write(inode: *mut inode, size: i64);
+    pub(crate) fn ferrofs_dir_emit(ctx: *mut dir_context, name: *const c_char, len: c_int, ino: u64, ty: c_uint) -> bool;
+    pub(crate) fn ferrofs_get_tree_mtd(fc: *mut fs_context, fill: FillSuper) -> c_int;
+    pub(crate) fn ferrofs_kill_mtd_super(sb: *mut super_block);
+    pub(crate) fn ferrofs_sb_mtd(sb: *mut super_block) -> *mut mtd_info;
+    pub(crate) fn ferrofs_mtd_size(mtd: *const mtd_info) -> u64;
+    pub(crate) fn ferrofs_mtd_erasesize(mtd: *const mtd_info) -> u32;
+    pub(crate) fn ferrofs_mtd_writesize(mtd: *const mtd_info) -> u32;
+    pub(crate) fn ferrofs_mtd_type(mtd: *const mtd_info) -> u8;
+    pub(crate) fn ferrofs_mtd_index(mtd: *const mtd_info) -> c_int;
+    pub(crate) fn ferrofs_mtd_can_have_bb(mtd: *const mtd_info) -> bool;
+    pub(crate) fn ferrofs_mtd_read(mtd: *mut mtd_info, from: i64, len: usize, retlen: *mut usize, buf: *mut c_uchar) -> c_int;
+    pub(crate) fn ferrofs_mtd_write(mtd: *mut mtd_info, to: i64, len: usize, retlen: *mut usize, buf: *const c_uchar) -> c_int;
+    pub(crate) fn ferrofs_mtd_erase(mtd: *mut mtd_info, addr: i64, len: u64) -> c_int;
+    pub(crate) fn ferrofs_mtd_block_isbad(mtd: *mut mtd_info, ofs: i64) -> c_int;
+    pub(crate) fn ferrofs_mtd_block_markbad(mtd: *mut mtd_info, ofs: i64) -> c_int;
+    pub(crate) fn ferrofs_mtd_sync(mtd: *mut mtd_info);
+    pub(crate) fn ferrofs_fc_set_ops(fc: *mut fs_context);
+    pub(crate) fn ferrofs_fc_fs_private(fc: *mut fs_context) -> *mut c_void;
+    pub(crate) fn ferrofs_fc_set_fs_private(fc: *mut fs_context, p: *mut c_void);
+    pub(crate) fn ferrofs_fc_sb_flags(fc: *const fs_context) -> c_uint;
+    pub(crate) fn ferrofs_fc_root_sb(fc: *mut fs_context) -> *mut super_block;
+    pub(crate) fn ferrofs_param_key(p: *const fs_parameter) -> *const c_char;
+    pub(crate) fn ferrofs_param_string(p: *const fs_parameter) -> *const c_char;
+    pub(crate) fn ferrofs_fc_invalid_value(fc: *mut fs_context, key: *const c_char) -> c_int;
+    pub(crate) fn ferrofs_fc_error(fc: *mut fs_context, msg: *const c_char) -> c_int;
+    pub(crate) fn ferrofs_sb_set_xattr(sb: *mut super_block);
+    pub(crate) fn ferrofs_xattr_handler_prefix(h: *const xattr_handler) -> *const c_char;
+    pub(crate) fn ferrofs_dentry_name(d: *const dentry, len: *mut u32) -> *const c_uchar;
+    pub(crate) fn ferrofs_d_inode(d: *const dentry) -> *mut inode;
+    pub(crate) fn ferrofs_file_inode(f: *const file) -> *mut inode;
+    pub(crate) fn ferrofs_current_fsuid() -> u32;
+    pub(crate) fn ferrofs_current_fsgid() -> u32;
+    pub(crate) fn ferrofs_i_uid_read(i: *const inode) -> u32;
+    pub(crate) fn ferrofs_i_gid_read(i: *const inode) -> u32;
+    pub(crate) fn ferrofs_i_uid_write(i: *mut inode, uid: u32);
+    pub(crate) fn ferrofs_i_gid_write(i: *mut inode, gid: u32);
+    pub(crate) fn ferrofs_new_encode_dev(dev: u32) -> u32;
+    pub(crate) fn ferrofs_new_decode_dev(dev: u32) -> u32;
+    pub(crate) fn ferrofs_set_delayed_call_kfree(call: *mut delayed_call, buf: *mut c_void);
+    pub(crate) fn ferrofs_memalloc_nofs_save() -> c_uint;
+    pub(crate) fn ferrofs_memalloc_nofs_restore(flags: c_uint);
+    pub(crate) fn ferrofs_seq_puts(m: *mut seq_file, s: *const c_char);
+    pub(crate) fn ferrofs_write_begin_folio(mapping: *mut address_space, pos: i64) -> *mut folio;
+    pub(crate) fn ferrofs_folio_pos(f: *mut folio) -> i64;
+    pub(crate) fn ferrofs_folio_size(f: *mut folio) -> usize;
+    pub(crate) fn ferrofs_folio_address(f: *mut folio) -> *mut c_void;
+    pub(crate) fn ferrofs_folio_inode(f: *mut folio) -> *mut inode;
+    pub(crate) fn ferrofs_folio_test_uptodate(f: *mut folio) -> bool;
+    pub(crate) fn ferrofs_folio_mark_uptodate(f: *mut folio);
+    pub(crate) fn ferrofs_folio_unlock(f: *mut folio);
+    pub(crate) fn ferrofs_folio_put(f: *mut folio);
+    pub(crate) fn ferrofs_folio_start_writeback(f: *mut folio);
+    pub(crate) fn ferrofs_folio_end_writeback(f: *mut folio);
+    pub(crate) fn ferrofs_mapping_set_gfp_nofs(m: *mut address_space);
+    pub(crate) fn ferrofs_folio_clear_uptodate(f: *mut folio);
+    pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32);
+    pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
+    pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;
+}
