@@ -8,4 +8,5 @@ RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --bins --target 
 out="$FERROFS_ROOT/build/tools"
 rm -rf "$out"; mkdir -p "$out"
 find "target/$TARGET/release" -maxdepth 1 -type f -executable -exec cp {} "$out/" \;
+strip --strip-debug "$out"/*
 ls "$out"
