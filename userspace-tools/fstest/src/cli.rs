@@ -1,0 +1,201 @@
+//! Hand-rolled argument parsing (no dependencies: the binary must stay small and static).
+
+use std::path::PathBuf;
+
+use crate::{enospc, integrity, posix, report};
+
+pub const USAGE: &str = "\
+usage:
+  ferrofs-fstest posix DIR [--other-dir DIR2] [--large-mib N] [--fsx-ops N] [--bigdir N]
+                           [--only GROUP[,GROUP...]] [--drop-caches]
+  ferrofs-fstest integrity write  DIR --seed S --total-mib N [--fsync]
+  ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches]
+  ferrofs-fstest integrity clean  DIR --seed S
+  ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
+  ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
+
+Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
+the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check failed, 2 usage.
+
+posix groups: open dirs link symlink rename mknod attrs times names truncate sparse io fsx mmap
+              sync xattr bigdir readdir perms statfs large
+defaults: --large-mib 16, --fsx-ops 3000, --bigdir 10000, enospc --seed 1 --rounds 3 --max-mib 65536
+";
+
+struct Args {
+    pos: Vec<String>,
+    flags: Vec<(String, Option<String>)>,
+}
+
+const VALUED: &[&str] = &[
+    "--other-dir", "--large-mib", "--fsx-ops", "--bigdir", "--only", "--seed", "--total-mib", "--rounds", "--max-mib",
+    "--path", "--offset", "--len",
+];
+const BOOL: &[&str] = &["--drop-caches", "--fsync"];
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args { pos: Vec::new(), flags: Vec::new() };
+    let mut i = 0;
+    while i < args.len() {
+        let s = &args[i];
+        if let Some((k, v)) = s.split_once('=').filter(|(k, _)| k.starts_with("--")) {
+            if !VALUED.contains(&k) {
+                return Err(format!("unknown option {k}"));
+            }
+            a.flags.push((k.to_string(), Some(v.to_string())));
+        } else if VALUED.contains(&s.as_str()) {
+            let v = args.get(i + 1).ok_or_else(|| format!("{s} needs a value"))?;
+            a.flags.push((s.clone(), Some(v.clone())));
+            i += 1;
+        } else if BOOL.contains(&s.as_str()) {
+            a.flags.push((s.clone(), None));
+        } else if s.starts_with("--") {
+            return Err(format!("unknown option {s}"));
+        } else {
+            a.pos.push(s.clone());
+        }
+        i += 1;
+    }
+    Ok(a)
+}
+
+impl Args {
+    fn get(&self, k: &str) -> Option<&str> {
+        self.flags.iter().rev().find(|(n, _)| n == k).and_then(|(_, v)| v.as_deref())
+    }
+    fn has(&self, k: &str) -> bool {
+        self.flags.iter().any(|(n, _)| n == k)
+    }
+    fn num(&self, k: &str, default: Option<u64>) -> Result<u64, String> {
+        match self.get(k) {
+            None => default.ok_or_else(|| format!("{k} is required")),
+            Some(v) => parse_num(v).ok_or_else(|| format!("{k}: not a number: {v}")),
+        }
+    }
+    fn only(&self, allowed: &[&str]) -> Result<(), String> {
+        for (k, _) in &self.flags {
+            if !allowed.contains(&k.as_str()) {
+                return Err(format!("option {k} does not apply here"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_num(v: &str) -> Option<u64> {
+    if let Some(h) = v.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+/// Runs the CLI; returns the exit status.
+pub fn main(args: &[String]) -> i32 {
+    report::install_panic_hook();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferrofs-fstest: {e}\n\n{USAGE}");
+            2
+        }
+    }
+}
+
+fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
+    let d = a.pos.get(i).ok_or("DIR is required")?;
+    if a.pos.len() > i + 1 {
+        return Err(format!("unexpected argument {}", a.pos[i + 1]));
+    }
+    Ok(PathBuf::from(d))
+}
+
+fn run(args: &[String]) -> Result<i32, String> {
+    let a = parse(args)?;
+    match a.pos.first().map(String::as_str) {
+        Some("posix") => {
+            a.only(&["--other-dir", "--large-mib", "--fsx-ops", "--bigdir", "--only", "--drop-caches"])?;
+            let o = posix::Opts {
+                dir: dir_arg(&a, 1)?,
+                other_dir: a.get("--other-dir").map(PathBuf::from),
+                large_mib: a.num("--large-mib", Some(16))?,
+                fsx_ops: a.num("--fsx-ops", Some(3000))?,
+                bigdir: a.num("--bigdir", Some(10_000))? as usize,
+                drop_caches: a.has("--drop-caches"),
+                only: a.get("--only").map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default(),
+            };
+            Ok(posix::run(&o))
+        }
+        Some("integrity") => {
+            let sub = a.pos.get(1).map(String::as_str).ok_or("integrity needs write, verify or clean")?;
+            let dir = dir_arg(&a, 2)?;
+            let seed = a.num("--seed", None)?;
+            match sub {
+                "clean" => {
+                    a.only(&["--seed"])?;
+                    integrity::clean(&dir, seed).map_err(|e| format!("clean: {e}"))?;
+                    Ok(0)
+                }
+                "write" | "verify" => {
+                    a.only(&["--seed", "--total-mib", "--fsync", "--drop-caches"])?;
+                    let o = integrity::Opts {
+                        dir,
+                        seed,
+                        total_mib: a.num("--total-mib", None)?,
+                        fsync: a.has("--fsync"),
+                        drop_caches: a.has("--drop-caches"),
+                    };
+                    Ok(if sub == "write" { integrity::write(&o) } else { integrity::verify(&o) })
+                }
+                other => Err(format!("unknown integrity subcommand {other}")),
+            }
+        }
+        Some("enospc") => {
+            a.only(&["--seed", "--rounds", "--max-mib", "--drop-caches"])?;
+            let o = enospc::Opts {
+                dir: dir_arg(&a, 1)?,
+                seed: a.num("--seed", Some(1))?,
+                rounds: a.num("--rounds", Some(3))? as u32,
+                max_mib: a.num("--max-mib", Some(65536))?,
+                drop_caches: a.has("--drop-caches"),
+            };
+            Ok(enospc::run(&o))
+        }
+        Some("pattern") => {
+            a.only(&["--seed", "--path", "--offset", "--len"])?;
+            let key = crate::pattern::key_for(a.num("--seed", None)?, a.get("--path").ok_or("--path is required")?.as_bytes());
+            let off = a.num("--offset", Some(0))?;
+            let mut b = vec![0u8; a.num("--len", Some(64))?.min(1 << 20) as usize];
+            crate::pattern::fill(key, off, &mut b);
+            for (i, c) in b.chunks(16).enumerate() {
+                let hex: Vec<String> = c.iter().map(|x| format!("{x:02x}")).collect();
+                println!("{:010x}  {}", off + 16 * i as u64, hex.join(" "));
+            }
+            Ok(0)
+        }
+        Some("help") | Some("-h") | Some("--help") => {
+            print!("{USAGE}");
+            Ok(0)
+        }
+        Some(other) => Err(format!("unknown command {other}")),
+        None => Err("no command".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flags() {
+        let v: Vec<String> = ["posix", "/x", "--large-mib", "5", "--drop-caches", "--only=io,fsx"].iter().map(|s| s.to_string()).collect();
+        let a = parse(&v).unwrap();
+        assert_eq!(a.pos, vec!["posix", "/x"]);
+        assert_eq!(a.num("--large-mib", None).unwrap(), 5);
+        assert!(a.has("--drop-caches"));
+        assert_eq!(a.get("--only"), Some("io,fsx"));
+        assert!(parse(&["--bogus".to_string()]).is_err());
+        assert!(parse(&["--seed".to_string()]).is_err());
+        assert_eq!(parse_num("0x10"), Some(16));
+    }
+}
