@@ -51,6 +51,7 @@ unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
 
 impl kernel::Module for Ferrofs {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        vfs::module_init()?;
         let fs_type = KBox::pin(
             FsType(Opaque::new(bindings::file_system_type {
                 name: c_str!("ferrofs").as_char_ptr(),
@@ -61,10 +62,12 @@ impl kernel::Module for Ferrofs {
                 ..Default::default()
             })),
             GFP_KERNEL,
-        )?;
+        )
+        .inspect_err(|_| vfs::module_exit())?;
         // SAFETY: `fs_type` is pinned and lives in `Self`, whose `drop` unregisters it before it is
         // freed; its name is a static string and its callbacks are valid for the module's lifetime.
-        kernel::error::to_result(unsafe { bindings::register_filesystem(fs_type.0.get()) })?;
+        kernel::error::to_result(unsafe { bindings::register_filesystem(fs_type.0.get()) })
+            .inspect_err(|_| vfs::module_exit())?;
         pr_info!("registered\n");
         Ok(Ferrofs { fs_type })
     }
@@ -78,6 +81,7 @@ impl Drop for Ferrofs {
         if ret != 0 {
             pr_err!("unregister_filesystem failed: {}\n", ret);
         }
+        vfs::module_exit();
         pr_info!("unregistered\n");
     }
 }

@@ -19,6 +19,8 @@
 #include <linux/seq_file.h>
 #include <linux/kdev_t.h>
 #include <linux/statfs.h>
+#include <linux/debugfs.h>
+#include <linux/slab.h>
 #include "shim.h"
 
 /* Inode size, which the kernel guards with a seqcount on 32-bit SMP. */
@@ -103,6 +105,16 @@ void ferrofs_seq_puts(struct seq_file *m, const char *s) { seq_puts(m, s); }
 void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen)
 { *b = (struct kstatfs){ .f_type = type, .f_bsize = bsize, .f_frsize = bsize, .f_blocks = blocks, .f_bfree = bfree,
 	.f_bavail = bfree, .f_files = files, .f_ffree = ffree, .f_namelen = namelen }; }
+
+/* debugfs statistics. */
+struct dentry *ferrofs_debugfs_dir(const char *name, struct dentry *parent) { return debugfs_create_dir(name, parent); }
+void ferrofs_debugfs_u64(const char *name, struct dentry *parent, u64 *value) { debugfs_create_u64(name, 0444, parent, value); }
+void ferrofs_debugfs_remove(struct dentry *d) { debugfs_remove(d); }
+
+/* The inode cache (kmem_cache_create and alloc_inode_sb are macros/inlines). */
+struct kmem_cache *ferrofs_inode_cache_create(unsigned int size, void (*ctor)(void *))
+{ return kmem_cache_create("ferrofs_inode", size, 0, SLAB_RECLAIM_ACCOUNT | SLAB_ACCOUNT, ctor); }
+void *ferrofs_alloc_inode_sb(struct super_block *sb, struct kmem_cache *cache) { return alloc_inode_sb(sb, cache, GFP_KERNEL); }
 
 /* Folios and the page cache (pagemap.h is not in the bindings). */
 struct folio *ferrofs_write_begin_folio(struct address_space *mapping, loff_t pos)

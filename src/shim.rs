@@ -5,7 +5,7 @@
 use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
-    kstatfs, mtd_info, seq_file, super_block, xattr_handler,
+    kmem_cache, kstatfs, mtd_info, seq_file, super_block, xattr_handler,
 };
 
 /// `fill_super` callback type taken by `get_tree_mtd`.
@@ -72,6 +72,11 @@ extern "C" {
     pub(crate) fn ferrofs_folio_start_writeback(f: *mut folio);
     pub(crate) fn ferrofs_folio_end_writeback(f: *mut folio);
     pub(crate) fn ferrofs_mapping_set_gfp_nofs(m: *mut address_space);
+    pub(crate) fn ferrofs_debugfs_dir(name: *const c_char, parent: *mut dentry) -> *mut dentry;
+    pub(crate) fn ferrofs_debugfs_u64(name: *const c_char, parent: *mut dentry, value: *mut u64);
+    pub(crate) fn ferrofs_debugfs_remove(d: *mut dentry);
+    pub(crate) fn ferrofs_inode_cache_create(size: c_uint, ctor: unsafe extern "C" fn(*mut c_void)) -> *mut kmem_cache;
+    pub(crate) fn ferrofs_alloc_inode_sb(sb: *mut super_block, cache: *mut kmem_cache) -> *mut c_void;
     pub(crate) fn ferrofs_folio_clear_uptodate(f: *mut folio);
     pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);

@@ -15,6 +15,7 @@
 
 use kernel::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
@@ -55,7 +56,29 @@ pub(crate) struct SbInfo {
     engine: Mutex<Fs>,
     pub(crate) opts: MountOpts,
     pub(crate) mtd_index: i32,
+    /// The background thread (periodic checkpoints, GC), or null.
+    bg: AtomicPtr<bindings::task_struct>,
+    /// This filesystem's debugfs directory, or null.
+    debugfs: AtomicPtr<bindings::dentry>,
+    /// Statistics published in debugfs (refreshed every second, at sync and at unmount).
+    stats: [AtomicU64; STAT_NAMES.len()],
 }
+
+/// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
+const STAT_NAMES: [&CStr; 9] = [
+    c_str!("user_bytes"),
+    c_str!("programmed_bytes"),
+    c_str!("erases"),
+    c_str!("gc_records"),
+    c_str!("gc_bytes"),
+    c_str!("checkpoints"),
+    c_str!("replayed_records"),
+    c_str!("retired_segments"),
+    c_str!("free_segments"),
+];
+
+/// The module's debugfs root, /sys/kernel/debug/ferrofs.
+static DEBUGFS_ROOT: AtomicPtr<bindings::dentry> = AtomicPtr::new(ptr::null_mut());
 
 /// The engine, locked, inside a `memalloc_nofs` scope.
 pub(crate) struct Locked<'a> {
@@ -84,6 +107,15 @@ impl Drop for Locked<'_> {
 }
 
 impl SbInfo {
+    /// Publish the engine's counters.
+    fn publish_stats(&self, fs: &Fs) {
+        let s = fs.stats();
+        let vals = [s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments];
+        for (slot, v) in self.stats.iter().zip(vals) {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn lock(&self) -> Locked<'_> {
         // SAFETY: always paired with the restore in `Locked::drop`.
         let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
@@ -276,6 +308,8 @@ const fn zeroed<T>() -> T {
 
 static OPS: Ops = Ops {
     sops: Table(bindings::super_operations {
+        alloc_inode: Some(alloc_inode),
+        free_inode: Some(free_inode),
         put_super: Some(put_super),
         statfs: Some(statfs),
         sync_fs: Some(sync_fs),
@@ -333,6 +367,145 @@ static OPS: Ops = Ops {
         ..zeroed()
     }),
 };
+
+// ---------------------------------------------------------------------------------------------
+// The inode cache and module-wide state
+
+/// A ferrofs in-memory inode: the VFS inode, allocated from our own slab cache so that
+/// `rmmod` can prove that no inode leaked (the cache must be empty to be destroyed).
+#[repr(C)]
+pub(crate) struct FerroInode {
+    vfs: bindings::inode,
+}
+
+static INODE_CACHE: AtomicPtr<bindings::kmem_cache> = AtomicPtr::new(ptr::null_mut());
+
+/// Slab constructor: called once per object when its slab page is set up.
+unsafe extern "C" fn inode_ctor(p: *mut c_void) {
+    // SAFETY: the slab allocator passes an object of our cache, `FerroInode`-sized.
+    unsafe { bindings::inode_init_once(ptr::addr_of_mut!((*(p as *mut FerroInode)).vfs)) };
+}
+
+unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *mut bindings::inode {
+    // SAFETY: the cache exists while the module is loaded, and `sb` is being used by the VFS.
+    let p = unsafe { shim::ferrofs_alloc_inode_sb(sb, INODE_CACHE.load(Ordering::Acquire)) } as *mut FerroInode;
+    if p.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `p` is a constructed object of our cache.
+    unsafe { ptr::addr_of_mut!((*p).vfs) }
+}
+
+unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
+    // SAFETY: `inode` came from `alloc_inode`: it is the first field of a `FerroInode`
+    // (`repr(C)`), so the pointers coincide.
+    unsafe { bindings::kmem_cache_free(INODE_CACHE.load(Ordering::Acquire), inode.cast()) };
+}
+
+/// Module load: create the inode cache and the debugfs root.
+pub(crate) fn module_init() -> Result {
+    // SAFETY: the constructor matches the object size given.
+    let cache = unsafe { shim::ferrofs_inode_cache_create(core::mem::size_of::<FerroInode>() as u32, inode_ctor) };
+    if cache.is_null() {
+        return Err(ENOMEM);
+    }
+    INODE_CACHE.store(cache, Ordering::Release);
+    // SAFETY: a static name; a null parent means the debugfs root. Errors (no debugfs) come
+    // back as error pointers, which the other debugfs calls accept and ignore.
+    let root = unsafe { shim::ferrofs_debugfs_dir(c_str!("ferrofs").as_char_ptr(), ptr::null_mut()) };
+    DEBUGFS_ROOT.store(root, Ordering::Release);
+    Ok(())
+}
+
+/// Module unload (after the filesystem type is unregistered, so no superblock remains).
+pub(crate) fn module_exit() {
+    // SAFETY: no ferrofs superblock or inode can exist any more; `rcu_barrier` waits for the
+    // RCU-delayed `free_inode` calls before the cache goes away. A leaked inode makes
+    // `kmem_cache_destroy` report the cache as still in use.
+    unsafe {
+        shim::ferrofs_debugfs_remove(DEBUGFS_ROOT.swap(ptr::null_mut(), Ordering::AcqRel));
+        bindings::rcu_barrier();
+        bindings::kmem_cache_destroy(INODE_CACHE.swap(ptr::null_mut(), Ordering::AcqRel));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The background thread: periodic checkpoints (commit=) and background GC (gc=on)
+
+unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the superblock, which outlives the thread: `put_super` stops the
+    // thread before it frees anything.
+    let info = unsafe { sbi(data as *mut bindings::super_block) };
+    let mut last_seq = info.lock().log_seq();
+    let mut ticks = 0u32;
+    // SAFETY: called from the kthread itself.
+    while !unsafe { bindings::kthread_should_stop() } {
+        // SAFETY: plain sleep; returns early when kthread_stop wakes us.
+        unsafe { bindings::msleep_interruptible(1000) };
+        // SAFETY: as above.
+        if unsafe { bindings::kthread_should_stop() } {
+            break;
+        }
+        ticks = ticks.saturating_add(1);
+        let mut fs = info.lock();
+        if fs.is_read_only() || fs.is_failed() {
+            continue;
+        }
+        if info.opts.gc {
+            if let Err(e) = fs.gc_step(true) {
+                if e != EError::NoSpace {
+                    pr_warn!("mtd{}: background GC stopped on error {:?}\n", info.mtd_index, e);
+                }
+            }
+        }
+        if ticks >= info.opts.commit && fs.log_seq() != last_seq {
+            if let Err(e) = fs.sync() {
+                pr_err!("mtd{}: periodic checkpoint failed: {:?}\n", info.mtd_index, e);
+            }
+            last_seq = fs.log_seq();
+            ticks = 0;
+        }
+        info.publish_stats(&fs);
+    }
+    0
+}
+
+/// Start the background thread and publish the debugfs statistics of a mounted superblock.
+///
+/// # Safety
+///
+/// `sb` must be fully set up by `fill_super`.
+unsafe fn start_services(sb: *mut bindings::super_block, read_only: bool) {
+    // SAFETY: per the contract.
+    let info = unsafe { sbi(sb) };
+    let mut name = [0u8; 16];
+    let mut w = ByteWriter { buf: &mut name, len: 0 };
+    let _ = core::fmt::write(&mut w, format_args!("mtd{}", info.mtd_index));
+    // SAFETY: `name` is NUL-terminated (ByteWriter keeps the last byte zero); the parent is our
+    // root or an error pointer, which debugfs accepts.
+    let dir = unsafe { shim::ferrofs_debugfs_dir(name.as_ptr().cast(), DEBUGFS_ROOT.load(Ordering::Acquire)) };
+    info.debugfs.store(dir, Ordering::Release);
+    for (n, slot) in STAT_NAMES.iter().zip(info.stats.iter()) {
+        // SAFETY: the counters live in `SbInfo`, which outlives the directory (removed first
+        // in `put_super`).
+        unsafe { shim::ferrofs_debugfs_u64(n.as_char_ptr(), dir, slot.as_ptr()) };
+    }
+    info.publish_stats(&info.lock());
+    if read_only {
+        return;
+    }
+    // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s".
+    let task = unsafe {
+        bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
+    };
+    if (task as isize) < 0 && (task as isize) >= -4095 {
+        pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, task as isize);
+        return;
+    }
+    info.bg.store(task, Ordering::Release);
+    // SAFETY: `task` is a freshly created kthread.
+    unsafe { bindings::wake_up_process(task) };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Mounting
@@ -476,7 +649,14 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
             }
         };
         let info = KBox::pin_init(
-            pin_init!(SbInfo { engine <- kernel::new_mutex!(fs, "ferrofs_engine"), opts, mtd_index: index }),
+            pin_init!(SbInfo {
+                engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
+                opts,
+                mtd_index: index,
+                bg: AtomicPtr::new(ptr::null_mut()),
+                debugfs: AtomicPtr::new(ptr::null_mut()),
+                stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+            }),
             GFP_KERNEL,
         )?;
         // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
@@ -508,6 +688,7 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
                 return Err(ENOMEM);
             }
             (*sb).s_root = d;
+            start_services(sb, read_only);
         }
         pr_info!("mtd{}: mounted{}\n", index, if read_only { " read-only" } else { "" });
         Ok(0)
@@ -516,6 +697,17 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
 
 /// `super_operations::put_super`: unmount the engine (final checkpoint) and free our state.
 unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
+    {
+        // SAFETY: the superblock is still set up.
+        let info = unsafe { sbi(sb) };
+        let task = info.bg.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !task.is_null() {
+            // SAFETY: `task` is our kthread, which only returns once asked to stop.
+            unsafe { bindings::kthread_stop(task) };
+        }
+        // SAFETY: the directory (or null/error pointer) was created by `start_services`.
+        unsafe { shim::ferrofs_debugfs_remove(info.debugfs.swap(ptr::null_mut(), Ordering::AcqRel)) };
+    }
     // SAFETY: `s_fs_info` is the box set by `fill_super`; after this nothing uses it.
     let info = unsafe { KBox::from_raw((*sb).s_fs_info as *mut SbInfo) };
     // SAFETY: as above.
@@ -563,7 +755,9 @@ unsafe extern "C" fn sync_fs(sb: *mut bindings::super_block, wait: c_int) -> c_i
     if fs.is_read_only() {
         return 0;
     }
-    match fs.sync() {
+    let r = fs.sync();
+    info.publish_stats(&fs);
+    match r {
         Ok(()) => 0,
         Err(e) => kerr(e).to_errno(),
     }

@@ -1224,6 +1224,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         &mut self.log.flash
     }
 
+    /// Sequence number of the next record. It changes whenever anything is appended to the
+    /// log, so a caller can tell whether a periodic checkpoint has anything to commit.
+    pub fn log_seq(&self) -> u64 {
+        self.log.next_seq
+    }
+
     /// Statistics counters.
     pub fn stats(&self) -> Stats {
         let mut s = self.log.stats;
@@ -1277,12 +1283,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err(Error::Corrupt);
             }
         }
-        for (i, (s, c)) in self.log.segs.as_slice().iter().zip(live.as_slice()).enumerate() {
+        let n = self.log.segs.len() as u32;
+        for (i, (s, c)) in (0..n).zip(self.log.segs.as_slice().iter().zip(live.as_slice())) {
             if s.live != *c {
-                return Ok(Some((i as u32, s.live, *c)));
+                return Ok(Some((i, s.live, *c)));
             }
             if *c != 0 && s.state == segstate::FREE {
-                return Ok(Some((i as u32, u32::MAX, *c)));
+                return Ok(Some((i, u32::MAX, *c)));
             }
         }
         Ok(None)

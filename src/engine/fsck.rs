@@ -226,7 +226,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         // references
-        refs.as_mut_slice().sort_unstable_by_key(|r| r.child);
+        heapsort_by_child(refs.as_mut_slice());
         for r in refs.as_slice() {
             match inodes.as_slice().binary_search_by_key(&r.child, |i| i.ino) {
                 Ok(idx) => {
@@ -267,5 +267,45 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         Ok(rep)
+    }
+}
+
+/// In-place heapsort of references by child inode (no allocation, no panicking path).
+fn heapsort_by_child(v: &mut [Ref]) {
+    let n = v.len();
+    let mut start = n / 2;
+    while start > 0 {
+        start -= 1;
+        sift_down(v, start, n);
+    }
+    let mut end = n;
+    while end > 1 {
+        end -= 1;
+        if end < v.len() {
+            v.swap(0, end);
+        }
+        sift_down(v, 0, end);
+    }
+}
+
+fn sift_down(v: &mut [Ref], mut root: usize, end: usize) {
+    let key = |v: &[Ref], i: usize| v.get(i).map_or(0, |r| r.child);
+    loop {
+        let mut child = match root.checked_mul(2).and_then(|c| c.checked_add(1)) {
+            Some(c) if c < end => c,
+            _ => return,
+        };
+        if let Some(c2) = child.checked_add(1) {
+            if c2 < end && key(v, child) < key(v, c2) {
+                child = c2;
+            }
+        }
+        if key(v, root) >= key(v, child) {
+            return;
+        }
+        if root < v.len() && child < v.len() {
+            v.swap(root, child);
+        }
+        root = child;
     }
 }

@@ -653,11 +653,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 if blockbuf.len() < bo.saturating_add(take) {
                     blockbuf.try_resize(bo.saturating_add(take), 0)?;
                 }
-                blockbuf
-                    .as_mut_slice()
-                    .get_mut(bo..bo.saturating_add(take))
-                    .ok_or(Error::Invalid)?
-                    .copy_from_slice(data.get(done..done.saturating_add(take)).ok_or(Error::Invalid)?);
+                let src = data.get(done..done.saturating_add(take)).ok_or(Error::Invalid)?;
+                let dst = blockbuf.as_mut_slice().get_mut(bo..).ok_or(Error::Invalid)?;
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = *s;
+                }
                 self.put_record(HEAD_HOT, rtype::DATA, 0, key, blockbuf.as_slice())?;
                 done = done.saturating_add(take);
                 self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(take as u64);
