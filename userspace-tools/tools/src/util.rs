@@ -252,15 +252,23 @@ pub fn decode_rdev(v: u32) -> (u32, u32) {
     (major, minor)
 }
 
-/// Turn a clap parse error into an exit: help/version print and exit 0, errors exit 16.
-pub fn clap_exit(e: clap::Error) -> ! {
+/// Turn a clap parse error into an exit: help and version print and exit 0; every other
+/// error prints the message and the usage line and exits 16 (fsck(8)'s usage error).
+pub fn clap_exit<C: clap::CommandFactory>(e: clap::Error) -> ! {
     use clap::error::ErrorKind;
-    let _ = e.print();
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            std::process::exit(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { EXIT_USAGE } else { 0 })
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            std::process::exit(0)
         }
-        _ => std::process::exit(EXIT_USAGE),
+        _ => {
+            let text = e.render().to_string();
+            eprint!("{text}");
+            if !text.contains("Usage:") {
+                eprintln!("\n{}", C::command().render_usage());
+            }
+            std::process::exit(EXIT_USAGE)
+        }
     }
 }
 

@@ -520,7 +520,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => clap_exit(e),
+        Err(e) => clap_exit::<Cli>(e),
     };
     match run(&cli) {
         Ok(code) => std::process::exit(code),

@@ -380,7 +380,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => clap_exit(e),
+        Err(e) => clap_exit::<Cli>(e),
     };
     if let Err(e) = run(&cli) {
         eprintln!("mkfs.ferrofs: error: {e}");
