@@ -166,7 +166,7 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
     let mut s = State {
         root: root.to_path_buf(),
         seed: o.seed,
-        rng: Rng::new(o.seed ^ 0xE305_0C),
+        rng: Rng::new(o.seed ^ 0x00E3_050C),
         files: BTreeMap::new(),
         next: 0,
         enospc: 0,

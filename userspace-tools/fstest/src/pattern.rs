@@ -242,5 +242,9 @@ mod tests {
             c
         };
         assert_eq!(b, again);
+        assert_eq!(b, [0x5c, 0x05, 0xa7, 0x01, 0x46, 0x2d, 0x5a, 0x17]);
+        let mut c = [0u8; 4];
+        fill(key_for(1, b"x"), 6, &mut c);
+        assert_eq!(c, [0x5a, 0x17, 0xa0, 0x5e]);
     }
 }

@@ -153,3 +153,28 @@ impl Report {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_panics() {
+        install_panic_hook();
+        let mut r = Report::new();
+        r.check("a", true, 1, 1);
+        r.eq("b", 1, 2);
+        r.err("c", Err::<(), _>(Errno(libc::ENOENT)), libc::ENOENT);
+        r.err("d", Ok::<(), Errno>(()), libc::ENOENT);
+        r.skip("e", "why");
+        r.group("g", |r| {
+            r.pass("inside");
+            let v: Vec<u8> = Vec::new();
+            let _ = v[3];
+        });
+        r.group("h", |r| r.pass("after a panicking group"));
+        assert_eq!((r.passed, r.failed, r.skipped), (4, 3, 1));
+        assert_eq!(r.finish(), 1);
+        let _ = panic::take_hook();
+    }
+}
