@@ -1,0 +1,22 @@
+//! Runs `no-panic/check.sh`: the engine, monomorphized and compiled with overflow checks, must
+//! contain no panic site. Skipped when the kernel's rustc (/usr/bin/rustc) or objdump is missing.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn engine_has_no_panic_site() {
+    let rustc = std::env::var("RUSTC_FOR_NO_PANIC").unwrap_or_else(|_| "/usr/bin/rustc".into());
+    if !Path::new(&rustc).exists() || Command::new("objdump").arg("--version").output().is_err() {
+        eprintln!("skipped: {rustc} or objdump missing");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-panic/check.sh");
+    let out = Command::new("bash").arg(&script).env("RUSTC", &rustc).output().expect("run check.sh");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
