@@ -74,6 +74,11 @@ impl RamFlash {
         }
     }
 
+    /// The raw contents of the medium.
+    pub fn raw(&self) -> &[u8] {
+        &self.data
+    }
+
     /// Whether the byte at `off` of segment `seg` was ever programmed (is not 0xFF).
     pub fn is_programmed(&self, seg: u32, off: u32) -> bool {
         let i = seg as usize * self.geo.segment_size as usize + off as usize;

@@ -1,0 +1,200 @@
+//! An independent reader written from docs/format.md (offsets hard-coded from the document, no
+//! engine decoding code): it must find the superblock, the newest checkpoint, the segment table,
+//! walk the index and read inodes, directory entries, xattrs and file data back.
+
+use std::collections::BTreeMap;
+
+use ferrofs_engine::crc::{crc32c, crc32c_update};
+use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::{CreateArgs, FormatOptions, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::*;
+
+fn u16at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes(b[o..o + 2].try_into().unwrap())
+}
+fn u32at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+struct Img<'a> {
+    raw: &'a [u8],
+    seg_size: usize,
+    seed: u32,
+}
+
+impl Img<'_> {
+    fn at(&self, seg: u32, off: u32, len: usize) -> &[u8] {
+        let s = seg as usize * self.seg_size + off as usize;
+        &self.raw[s..s + len]
+    }
+    /// Read and verify a record (3.1): returns (type, ino, kind, key, payload).
+    fn record(&self, seg: u32, off: u32, len: u32) -> (u8, u64, u8, u64, Vec<u8>) {
+        let r = self.at(seg, off, len as usize);
+        assert_eq!(u16at(r, 0), 0xF5A5, "record magic");
+        let plen = u32at(r, 44) as usize;
+        assert_eq!(plen + 48, len as usize);
+        let mut h = r[..48].to_vec();
+        h[4..8].fill(0);
+        let crc = crc32c_update(crc32c_update(self.seed, &h), &r[48..]);
+        assert_eq!(crc, u32at(r, 4), "record CRC");
+        (r[2], u64at(r, 24), r[40], u64at(r, 32), r[48..].to_vec())
+    }
+}
+
+type Key = (u64, u8, u64);
+
+fn walk(img: &Img<'_>, seg: u32, off: u32, len: u32, level: u8, out: &mut BTreeMap<Key, (u32, u32, u32)>) {
+    let (t, ..) = img.record(seg, off, len);
+    assert_eq!(t, 8, "INDEX record");
+    let p = img.record(seg, off, len).4;
+    assert_eq!(p[0], level);
+    let count = u16at(&p, 1) as usize;
+    for i in 0..count {
+        let e = &p[3 + i * 29..3 + (i + 1) * 29];
+        let key = (u64at(e, 0), e[8], u64at(e, 9));
+        let loc = (u32at(e, 17), u32at(e, 21), u32at(e, 25));
+        if level == 0 {
+            out.insert(key, loc);
+        } else {
+            walk(img, loc.0, loc.1, loc.2, level - 1, out);
+        }
+    }
+}
+
+#[test]
+fn independent_reader_follows_the_document() {
+    let serial = 0x1234_5678_9abc_def0u64;
+    let f = RamFlash::new_nand(32 * 1024, 64, 512);
+    let fo = FormatOptions { serial, ..Default::default() };
+    let f = Fs::format(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let d = fs.mkdir(ROOT_INO, b"dir", 0o750, 7, 8, ts(1)).unwrap();
+    let file = fs.create(d.ino, b"hello.txt", &CreateArgs { mode: S_IFREG | 0o640, uid: 1, gid: 2, rdev: 0 }, ts(2)).unwrap();
+    let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    fs.write(file.ino, 0, &content, ts(3)).unwrap();
+    fs.setxattr(file.ino, b"user.k", b"value", 0, ts(4)).unwrap();
+    let flash = fs.unmount().map_err(|e| e.0).unwrap();
+    let raw = flash.raw();
+    let seg_size = 32 * 1024;
+
+    // 2. superblock at offset 0 of the first good segment
+    let sb = &raw[..209];
+    assert_eq!(u32at(sb, 0), 0x4253_4646);
+    let mut z = sb.to_vec();
+    z[4..8].fill(0);
+    assert_eq!(crc32c(&z), u32at(sb, 4), "superblock CRC");
+    assert_eq!(u32at(sb, 8), 1, "version");
+    assert_eq!(u64at(sb, 20) & 1, 1, "hashed dirs");
+    assert_eq!(sb[36], 0, "NAND");
+    assert_eq!(u32at(sb, 37), seg_size as u32);
+    assert_eq!(u32at(sb, 41), 64);
+    assert_eq!(u32at(sb, 45), 512);
+    assert_eq!(u64at(sb, 57), serial);
+    let area_segs = u32at(sb, 73) as usize;
+    let slot = u32at(sb, 77) as usize;
+    let areas: Vec<Vec<u32>> = (0..2).map(|a| (0..area_segs).map(|i| u32at(sb, 81 + a * 64 + i * 4)).collect()).collect();
+    let seed = (serial as u32) ^ ((serial >> 32) as u32);
+    let img = Img { raw, seg_size, seed };
+
+    // 4. newest valid checkpoint over both areas
+    let mut best: Option<(u64, Vec<u8>)> = None;
+    for area in &areas {
+        let bytes: Vec<u8> = area.iter().flat_map(|&s| img.at(s, 0, seg_size).to_vec()).collect();
+        for k in 0..bytes.len() / slot {
+            let b = &bytes[k * slot..(k + 1) * slot];
+            if u32at(b, 0) != 0x5043_4646 {
+                continue;
+            }
+            let len = u32at(b, 12) as usize;
+            let mut z = b[..len].to_vec();
+            z[4..8].fill(0);
+            if crc32c(&z) != u32at(b, 4) || u64at(b, 24) != serial {
+                continue;
+            }
+            let seq = u64at(b, 16);
+            if best.as_ref().is_none_or(|(s, _)| seq > *s) {
+                best = Some((seq, b[..len].to_vec()));
+            }
+        }
+    }
+    let (_, cp) = best.expect("a valid checkpoint");
+    assert_eq!(u32at(&cp, 8), 1);
+    let segs = u32at(&cp, 186);
+    assert_eq!(segs, 64);
+    let chunks = segs.div_ceil(200) as usize;
+    assert_eq!(cp.len(), 190 + 12 * chunks);
+    // segment table
+    let mut table = Vec::new();
+    for c in 0..chunks {
+        let o = 190 + c * 12;
+        let (t, ino, kind, key, p) = img.record(u32at(&cp, o), u32at(&cp, o + 4), u32at(&cp, o + 8));
+        assert_eq!((t, ino, kind, key), (9, 0, 0, c as u64), "SEGTAB record");
+        assert_eq!(u32at(&p, 0) as usize, c * 200);
+        let n = u16at(&p, 4) as usize;
+        for i in 0..n {
+            let e = &p[6 + i * 18..6 + (i + 1) * 18];
+            table.push((e[0], u32at(e, 2), u32at(e, 6)));
+        }
+    }
+    assert_eq!(table.len(), 64);
+    assert!(table.iter().any(|e| e.0 == 5), "meta segments");
+    assert!(table.iter().any(|e| e.1 > 0), "live bytes");
+    // 5. the index from the root
+    assert_eq!(cp[45], 1, "has root");
+    let mut index = BTreeMap::new();
+    walk(&img, u32at(&cp, 32), u32at(&cp, 36), u32at(&cp, 40), cp[44], &mut index);
+    // live bytes in the table equal what the index references (plus index nodes): at least
+    let referenced: u64 = index.values().map(|l| u64::from(l.2)).sum();
+    let table_live: u64 = table.iter().map(|e| u64::from(e.1)).sum();
+    assert!(table_live >= referenced);
+    // 3.4 root inode
+    let rec = |k: Key| {
+        let l = index[&k];
+        img.record(l.0, l.1, l.2)
+    };
+    let (t, ino, kind, _, p) = rec((ROOT_INO, 0, 0));
+    assert_eq!((t, ino, kind), (2, ROOT_INO, 0));
+    assert_eq!(p.len(), 88);
+    assert_eq!(u32at(&p, 8) & 0o170000, 0o040000);
+    assert_eq!(u32at(&p, 20), 3, "root nlink = 2 + one subdirectory");
+    assert_eq!(u64at(&p, 80), ROOT_INO);
+    // 3.3 directory entry "dir" in the root, found through the name hash
+    let h = {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in b"dir" {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+        let h = (h ^ (h >> 55)) & ((1u64 << 55) - 1);
+        if h == 0 { 1 } else { h }
+    };
+    let (t, _, _, _, p) = rec((ROOT_INO, 1, h << 8));
+    assert_eq!(t, 3);
+    assert_eq!(u64at(&p, 0), d.ino);
+    assert_eq!(p[8], 4, "DT_DIR");
+    assert_eq!(&p[10..10 + p[9] as usize], b"dir");
+    let (_, _, _, _, dinode) = rec((d.ino, 0, 0));
+    assert_eq!(u32at(&dinode, 8), 0o040750);
+    assert_eq!((u32at(&dinode, 12), u32at(&dinode, 16)), (7, 8));
+    assert_eq!(u64at(&dinode, 24), 1, "directory size = entries");
+    // file inode, data blocks and xattr
+    let (_, _, _, _, fin) = rec((file.ino, 0, 0));
+    assert_eq!(u64at(&fin, 24), 10_000);
+    assert_eq!(u32at(&fin, 20), 1);
+    let mut data = Vec::new();
+    for blk in 0..3u64 {
+        let (t, _, _, _, p) = rec((file.ino, 3, blk));
+        assert_eq!(t, 4);
+        data.extend_from_slice(&p);
+        data.resize(((blk + 1) * 4096) as usize, 0);
+    }
+    assert_eq!(&data[..10_000], &content[..]);
+    let xk = index.keys().find(|k| k.0 == file.ino && k.1 == 2).copied().unwrap();
+    let (t, _, _, _, p) = rec(xk);
+    assert_eq!(t, 5);
+    assert_eq!(&p[1..1 + p[0] as usize], b"user.k");
+    assert_eq!(&p[1 + p[0] as usize..], b"value");
+}
