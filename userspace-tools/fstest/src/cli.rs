@@ -13,6 +13,7 @@ usage:
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
+  ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
 the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check failed, 2 usage.
@@ -93,6 +94,7 @@ fn parse_num(v: &str) -> Option<u64> {
 /// Runs the CLI; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
     report::install_panic_hook();
+    report::install_fatal_signal_handler();
     match run(args) {
         Ok(code) => code,
         Err(e) => {
@@ -172,6 +174,20 @@ fn run(args: &[String]) -> Result<i32, String> {
                 println!("{:010x}  {}", off + 16 * i as u64, hex.join(" "));
             }
             Ok(0)
+        }
+        Some("selftest") => {
+            // Exercises the harness itself: a passing check, a panicking group, and with
+            // `crash` a SIGBUS inside a group (reported as one FAIL plus the summary line).
+            let mut r = report::Report::new();
+            r.group("selftest", |r| r.pass("a passing check"));
+            r.group("panics", |_| panic!("deliberate panic"));
+            if a.pos.get(1).map(String::as_str) == Some("crash") {
+                r.group("crashes", |_| {
+                    // SAFETY: raising a signal in our own process.
+                    unsafe { libc::raise(libc::SIGBUS) };
+                });
+            }
+            Ok(r.finish())
         }
         Some("help") | Some("-h") | Some("--help") => {
             print!("{USAGE}");

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::fmt::{Debug, Display};
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::sys::{Errno, R};
 
@@ -26,6 +27,96 @@ pub fn install_panic_hook() {
         let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
     }));
+}
+
+// Mirrors of the counters and the current group name for the fatal-signal handler, which may
+// only use async-signal-safe operations (atomics, write, _exit).
+static G_PASSED: AtomicU64 = AtomicU64::new(0);
+static G_FAILED: AtomicU64 = AtomicU64::new(0);
+static G_NAME: [AtomicU8; 64] = [const { AtomicU8::new(0) }; 64];
+static G_NAME_LEN: AtomicUsize = AtomicUsize::new(0);
+
+fn set_group_name(name: &str) {
+    let b = name.as_bytes();
+    let n = b.len().min(G_NAME.len());
+    for (slot, &c) in G_NAME.iter().zip(&b[..n]) {
+        slot.store(c, Ordering::Relaxed);
+    }
+    G_NAME_LEN.store(n, Ordering::Release);
+}
+
+struct SigBuf {
+    b: [u8; 256],
+    n: usize,
+}
+
+impl SigBuf {
+    fn push(&mut self, s: &[u8]) {
+        for &c in s {
+            if self.n < self.b.len() {
+                self.b[self.n] = c;
+                self.n += 1;
+            }
+        }
+    }
+    fn num(&mut self, mut v: u64) {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&d[i..]);
+    }
+}
+
+extern "C" fn on_fatal_signal(sig: libc::c_int) {
+    let mut b = SigBuf { b: [0; 256], n: 0 };
+    b.push(b"FAIL - ");
+    let len = G_NAME_LEN.load(Ordering::Acquire);
+    for slot in &G_NAME[..len] {
+        let c = slot.load(Ordering::Relaxed);
+        b.push(&[c]);
+    }
+    b.push(b": process killed during the group (expected no crash, got signal ");
+    b.num(sig as u64);
+    b.push(match sig {
+        libc::SIGBUS => b" SIGBUS)\n",
+        libc::SIGSEGV => b" SIGSEGV)\n",
+        libc::SIGABRT => b" SIGABRT)\n",
+        _ => b")\n",
+    });
+    b.num(G_PASSED.load(Ordering::Relaxed));
+    b.push(b" passed, ");
+    b.num(G_FAILED.load(Ordering::Relaxed) + 1);
+    b.push(b" failed\n");
+    // SAFETY: write and _exit are async-signal-safe; the buffer is on our stack.
+    unsafe {
+        libc::write(1, b.b.as_ptr().cast(), b.n);
+        libc::_exit(1);
+    }
+}
+
+/// Turns SIGBUS/SIGSEGV/SIGFPE/SIGILL/SIGABRT (e.g. SIGBUS from an mmap of a file whose size
+/// is wrong) into one FAIL line naming the running group plus the summary line, so the output
+/// protocol holds even when the process dies.
+pub fn install_fatal_signal_handler() {
+    for sig in [libc::SIGBUS, libc::SIGSEGV, libc::SIGFPE, libc::SIGILL, libc::SIGABRT] {
+        // SAFETY: installing a handler that only uses async-signal-safe calls.
+        unsafe { libc::signal(sig, on_fatal_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Restores default handling (for forked children, whose output is not the protocol).
+pub fn reset_fatal_signal_handler() {
+    for sig in [libc::SIGBUS, libc::SIGSEGV, libc::SIGFPE, libc::SIGILL, libc::SIGABRT] {
+        // SAFETY: restoring the default disposition.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +142,7 @@ impl Report {
 
     pub fn pass(&mut self, name: &str) {
         self.passed += 1;
+        G_PASSED.fetch_add(1, Ordering::Relaxed);
         if !self.quiet {
             out(&format!("ok - {}{}", self.prefix, name));
         }
@@ -58,6 +150,7 @@ impl Report {
 
     pub fn fail(&mut self, name: &str, expected: impl Display, got: impl Display) {
         self.failed += 1;
+        G_FAILED.fetch_add(1, Ordering::Relaxed);
         out(&format!("FAIL - {}{} (expected {}, got {})", self.prefix, name, expected, got));
     }
 
@@ -132,12 +225,14 @@ impl Report {
     /// remaining groups still run.
     pub fn group(&mut self, name: &str, f: impl FnOnce(&mut Report)) {
         let saved = std::mem::replace(&mut self.prefix, format!("{name}: "));
+        set_group_name(name);
         let r = panic::catch_unwind(AssertUnwindSafe(|| f(&mut *self)));
         if r.is_err() {
             let msg = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panic".into());
             self.fail("group ran to completion", "no panic", format!("panic: {msg}"));
         }
         self.prefix = saved;
+        set_group_name(saved_name(&self.prefix));
     }
 
     /// Prints the summary lines and returns the process exit code.
@@ -177,4 +272,8 @@ mod tests {
         assert_eq!(r.finish(), 1);
         let _ = panic::take_hook();
     }
+}
+
+fn saved_name(prefix: &str) -> &str {
+    prefix.strip_suffix(": ").unwrap_or(prefix)
 }

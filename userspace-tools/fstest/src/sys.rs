@@ -671,6 +671,7 @@ pub fn as_user(uid: u32, gid: u32, f: impl FnOnce() -> Vec<i32>) -> Result<Vec<i
         // Child.
         // SAFETY: closing the read end we do not use.
         unsafe { libc::close(fds[0]) };
+        crate::report::reset_fatal_signal_handler();
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: plain credential syscalls; group first, then the user.
             let ok = unsafe { libc::setgroups(0, std::ptr::null()) == 0 && libc::setgid(gid) == 0 && libc::setuid(uid) == 0 };

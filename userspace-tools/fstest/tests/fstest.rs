@@ -235,3 +235,15 @@ fn usage_errors_exit_2() {
     }
     assert_eq!(fstest(&["help"], &s.dir).code, 0);
 }
+
+#[test]
+fn panics_and_crashes_keep_the_protocol() {
+    let s = Scratch::new("selftest", 8);
+    let r = fstest(&["selftest"], &s.dir);
+    assert_eq!(summary(&r), (1, 1));
+    assert!(r.out.contains("FAIL - panics: group ran to completion (expected no panic, got panic: deliberate panic"), "{}", r.out);
+    let r = fstest(&["selftest", "crash"], &s.dir);
+    assert_eq!(r.code, 1);
+    assert_eq!(summary(&r), (1, 2));
+    assert!(r.out.contains("FAIL - crashes: process killed during the group (expected no crash, got signal 7 SIGBUS)"), "{}", r.out);
+}
