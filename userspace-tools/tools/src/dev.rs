@@ -127,7 +127,7 @@ pub fn probe_superblock(file: &File, len: u64) -> Option<(Superblock, u64)> {
         }
         file.read_exact_at(&mut buf, off).ok()?;
         let sb = Superblock::decode(&buf).ok()?;
-        if sb.segment_size == 0 || off % u64::from(sb.segment_size) != 0 {
+        if sb.segment_size == 0 || !off.is_multiple_of(u64::from(sb.segment_size)) {
             return None;
         }
         Some(sb)

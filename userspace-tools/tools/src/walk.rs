@@ -11,6 +11,7 @@ pub const TOOL_CACHE_NODES: usize = 4096;
 
 /// Mount `dev`; on failure return a tool error (exit 8 for "not a ferrofs", 4 for damage) and
 /// the device.
+#[allow(clippy::result_large_err)] // the device comes back to the caller, as from `Engine::mount`
 pub fn mount(dev: Dev, read_only: bool) -> Result<Fs, (ToolError, Dev)> {
     let opts = MountOptions { cache_nodes: TOOL_CACHE_NODES, read_only, ..MountOptions::default() };
     Fs::mount(dev, opts).map_err(|(e, d)| (mount_error(e), d))
@@ -104,8 +105,11 @@ pub fn read_all(fs: &mut Fs, ino: u64, size: u64) -> Result<Vec<u8>, Error> {
     Ok(v)
 }
 
+/// Extended attributes as (name, value) pairs.
+pub type XattrList = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// All xattrs of an inode as (name, value).
-pub fn xattrs(fs: &mut Fs, ino: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+pub fn xattrs(fs: &mut Fs, ino: u64) -> Result<XattrList, Error> {
     let n = fs.listxattr(ino, &mut [])?;
     if n == 0 {
         return Ok(Vec::new());

@@ -99,7 +99,7 @@ fn to_u32(v: u64, what: &str) -> Result<u32, ToolError> {
 fn check_geometry(g: &Geometry, bad: usize) -> Result<(), ToolError> {
     let ss = g.segment_size;
     let wu = g.write_unit;
-    if wu == 0 || ss == 0 || ss % wu != 0 {
+    if wu == 0 || ss == 0 || !ss.is_multiple_of(wu) {
         return Err(ToolError::fail(format!(
             "geometry does not fit: segment size {ss} is not a multiple of the write unit {wu}"
         )));
@@ -161,7 +161,7 @@ fn image_geometry(cli: &Cli, existing_len: Option<u64>) -> Result<Geometry, Tool
     };
     let unit = to_u32(unit, "write unit")?;
     let seg = to_u32(seg, "segment size")?;
-    if seg == 0 || size % u64::from(seg) != 0 {
+    if seg == 0 || !size.is_multiple_of(u64::from(seg)) {
         return Err(ToolError::fail(format!(
             "geometry does not fit: the size {size} is not a multiple of the {} segment size {seg}",
             if kind == FlashKind::Block { "allocation unit" } else { "erase block" }
