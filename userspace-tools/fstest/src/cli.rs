@@ -8,8 +8,8 @@ pub const USAGE: &str = "\
 usage:
   ferrofs-fstest posix DIR [--other-dir DIR2] [--large-mib N] [--fsx-ops N] [--bigdir N]
                            [--only GROUP[,GROUP...]] [--drop-caches]
-  ferrofs-fstest integrity write  DIR --seed S --total-mib N [--fsync]
-  ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches]
+  ferrofs-fstest integrity write  DIR --seed S --total-mib N [--fsync] [--no-xattrs]
+  ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches] [--no-xattrs]
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
@@ -32,7 +32,7 @@ const VALUED: &[&str] = &[
     "--other-dir", "--large-mib", "--fsx-ops", "--bigdir", "--only", "--seed", "--total-mib", "--rounds", "--max-mib",
     "--path", "--offset", "--len",
 ];
-const BOOL: &[&str] = &["--drop-caches", "--fsync"];
+const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut a = Args { pos: Vec::new(), flags: Vec::new() };
@@ -139,12 +139,13 @@ fn run(args: &[String]) -> Result<i32, String> {
                     Ok(0)
                 }
                 "write" | "verify" => {
-                    a.only(&["--seed", "--total-mib", "--fsync", "--drop-caches"])?;
+                    a.only(&["--seed", "--total-mib", "--fsync", "--drop-caches", "--no-xattrs"])?;
                     let o = integrity::Opts {
                         dir,
                         seed,
                         total_mib: a.num("--total-mib", None)?,
                         fsync: a.has("--fsync"),
+                        no_xattrs: a.has("--no-xattrs"),
                         drop_caches: a.has("--drop-caches"),
                     };
                     Ok(if sub == "write" { integrity::write(&o) } else { integrity::verify(&o) })

@@ -18,9 +18,26 @@ const MIB: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    Dir,
-    File { size: u64, mode: u32, mtime: (i64, u32) },
+    /// Mode and mtime are applied after the whole tree is written.
+    Dir { mode: u32, mtime: (i64, u32) },
+    /// `xattr`: length of a `user.fstest` value (pattern bytes of the path's xattr key).
+    File { size: u64, mode: u32, mtime: (i64, u32), xattr: Option<usize> },
     Symlink { target: Vec<u8> },
+    /// A second name of the earlier file `target`.
+    HardLink { target: String },
+}
+
+const XATTR_NAME: &str = "user.fstest";
+
+/// The value of the planned `user.fstest` xattr of `path`.
+pub fn xattr_value(seed: u64, path: &str, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    pattern::fill(pattern::key_for(seed ^ 0xA77, path.as_bytes()), 0, &mut v);
+    v
+}
+
+fn mtime(rng: &mut Rng) -> (i64, u32) {
+    (rng.range(0, 4_000_000_000) as i64, rng.below(1_000_000_000) as u32)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +54,8 @@ pub struct Opts {
     pub total_mib: u64,
     /// fsync every file after writing it (default: one syncfs at the end).
     pub fsync: bool,
+    /// Do not set (write) or check (verify) the planned user xattrs.
+    pub no_xattrs: bool,
     pub drop_caches: bool,
 }
 
@@ -80,6 +99,7 @@ pub fn plan(seed: u64, total_mib: u64) -> Vec<Entry> {
     let mut out = Vec::new();
     // (path, depth)
     let mut dirs: Vec<(String, u32)> = vec![(String::new(), 0)];
+    let mut files: Vec<String> = Vec::new();
     let mut bytes = 0u64;
     let mut n = 0u64;
     let join = |dir: &str, name: String| if dir.is_empty() { name } else { format!("{dir}/{name}") };
@@ -90,19 +110,26 @@ pub fn plan(seed: u64, total_mib: u64) -> Vec<Entry> {
         if k < 10 && parent.1 < 6 {
             let p = join(&parent.0, format!("d{n}"));
             dirs.push((p.clone(), parent.1 + 1));
-            out.push(Entry { path: p, kind: Kind::Dir });
+            let mode = [0o755, 0o750, 0o700, 0o1777][rng.below(4) as usize];
+            out.push(Entry { path: p, kind: Kind::Dir { mode, mtime: mtime(&mut rng) } });
         } else if k < 14 {
             let len = rng.range(1, 300) as usize;
             let target: Vec<u8> = (0..len).map(|_| b'a' + rng.below(26) as u8).collect();
             out.push(Entry { path: join(&parent.0, format!("l{n}")), kind: Kind::Symlink { target } });
+        } else if k < 17 && !files.is_empty() {
+            let target = files[rng.below(files.len() as u64) as usize].clone();
+            out.push(Entry { path: join(&parent.0, format!("h{n}")), kind: Kind::HardLink { target } });
         } else {
             let size = draw_size(&mut rng).min(total.saturating_sub(bytes).max(512));
             bytes += size;
             let mode = [0o644, 0o600, 0o755, 0o640][rng.below(4) as usize];
-            let mtime = (rng.range(0, 4_000_000_000) as i64, rng.below(1_000_000_000) as u32);
+            let mtime = mtime(&mut rng);
+            let xattr = if rng.chance(20) { Some(rng.range(0, 200) as usize) } else { None };
             // Long names now and then.
             let name = if rng.chance(5) { format!("f{n}_{}", "n".repeat(rng.range(10, 240) as usize)) } else { format!("f{n}") };
-            out.push(Entry { path: join(&parent.0, name), kind: Kind::File { size, mode, mtime } });
+            let path = join(&parent.0, name);
+            files.push(path.clone());
+            out.push(Entry { path, kind: Kind::File { size, mode, mtime, xattr } });
         }
     }
     out
@@ -116,22 +143,33 @@ struct Counts {
     dirs: u64,
     files: u64,
     links: u64,
+    hardlinks: u64,
+    xattrs: u64,
     bytes: u64,
 }
 
 fn counts(p: &[Entry]) -> Counts {
-    let mut c = Counts { dirs: 0, files: 0, links: 0, bytes: 0 };
+    let mut c = Counts { dirs: 0, files: 0, links: 0, hardlinks: 0, xattrs: 0, bytes: 0 };
     for e in p {
         match &e.kind {
-            Kind::Dir => c.dirs += 1,
-            Kind::File { size, .. } => {
+            Kind::Dir { .. } => c.dirs += 1,
+            Kind::File { size, xattr, .. } => {
                 c.files += 1;
                 c.bytes += size;
+                c.xattrs += u64::from(xattr.is_some());
             }
             Kind::Symlink { .. } => c.links += 1,
+            Kind::HardLink { .. } => c.hardlinks += 1,
         }
     }
     c
+}
+
+fn describe(c: &Counts) -> String {
+    format!(
+        "{} dirs, {} files ({} bytes, {} with an xattr), {} symlinks, {} hard links",
+        c.dirs, c.files, c.bytes, c.xattrs, c.links, c.hardlinks
+    )
 }
 
 /// Collects up to 20 failure details; the rest are only counted.
@@ -169,7 +207,7 @@ pub fn write(o: &Opts) -> i32 {
     let root = o.dir.join(root_name(o.seed));
     let p = plan(o.seed, o.total_mib);
     let c = counts(&p);
-    r.note(format!("plan: {} dirs, {} files, {} symlinks, {} bytes under {}", c.dirs, c.files, c.links, c.bytes, root.display()));
+    r.note(format!("plan: {} under {}", describe(&c), root.display()));
     r.group("write", |r| {
         if r.ok("create tree root (must not exist)", sys::mkdir(&root, 0o755)).is_none() {
             return;
@@ -177,14 +215,20 @@ pub fn write(o: &Opts) -> i32 {
         let mut dirs = Problems::new();
         let mut files = Problems::new();
         let mut links = Problems::new();
+        let mut hard = Problems::new();
         let mut buf = vec![0u8; MIB as usize];
         let mut chunk_rng = Rng::new(o.seed ^ 0xC4A2);
         for e in &p {
             let path = root.join(&e.path);
             match &e.kind {
-                Kind::Dir => {
+                Kind::Dir { .. } => {
                     if let Err(err) = sys::mkdir(&path, 0o755) {
                         dirs.add(format!("mkdir {}: {err}", e.path));
+                    }
+                }
+                Kind::HardLink { target } => {
+                    if let Err(err) = sys::link(root.join(target), &path) {
+                        hard.add(format!("link {} -> {}: {err}", e.path, target));
                     }
                 }
                 Kind::Symlink { target } => {
@@ -192,7 +236,7 @@ pub fn write(o: &Opts) -> i32 {
                         links.add(format!("symlink {}: {err}", e.path));
                     }
                 }
-                Kind::File { size, mode, mtime } => {
+                Kind::File { size, mode, mtime, xattr } => {
                     let res = (|| -> Result<(), String> {
                         let fd = sys::open(&path, O_CREAT | O_EXCL | O_WRONLY, *mode).map_err(|e| format!("create: {e}"))?;
                         let k = key(o.seed, &e.path);
@@ -208,6 +252,10 @@ pub fn write(o: &Opts) -> i32 {
                             fd.fsync().map_err(|e| format!("fsync: {e}"))?;
                         }
                         fd.close().map_err(|e| format!("close: {e}"))?;
+                        if let (Some(len), false) = (xattr, o.no_xattrs) {
+                            sys::setxattr(&path, XATTR_NAME, &xattr_value(o.seed, &e.path, *len), 0, false)
+                                .map_err(|e| format!("setxattr: {e}"))?;
+                        }
                         sys::utimens(&path, Some((TimeSpec::At(mtime.0, 0), TimeSpec::At(mtime.0, i64::from(mtime.1)))), false)
                             .map_err(|e| format!("utimensat: {e}"))
                     })();
@@ -217,9 +265,22 @@ pub fn write(o: &Opts) -> i32 {
                 }
             }
         }
+        // Directory modes and mtimes last, deepest first: later entries would change the mtimes.
+        for e in p.iter().rev() {
+            if let Kind::Dir { mode, mtime } = &e.kind {
+                let path = root.join(&e.path);
+                let res = sys::chmod(&path, *mode).and_then(|_| {
+                    sys::utimens(&path, Some((TimeSpec::At(mtime.0, 0), TimeSpec::At(mtime.0, i64::from(mtime.1)))), false)
+                });
+                if let Err(err) = res {
+                    dirs.add(format!("chmod/utimensat {}: {err}", e.path));
+                }
+            }
+        }
         dirs.report(r, &format!("create {} dirs", c.dirs), "no errors");
-        files.report(r, &format!("write {} files ({} bytes)", c.files, c.bytes), "no errors");
+        files.report(r, &format!("write {} files ({} bytes, {} xattrs)", c.files, c.bytes, if o.no_xattrs { 0 } else { c.xattrs }), "no errors");
         links.report(r, &format!("create {} symlinks", c.links), "no errors");
+        hard.report(r, &format!("create {} hard links", c.hardlinks), "no errors");
         r.ok("syncfs", sys::syncfs_path(&root));
     });
     r.finish()
@@ -230,7 +291,7 @@ pub fn verify(o: &Opts) -> i32 {
     let root = o.dir.join(root_name(o.seed));
     let p = plan(o.seed, o.total_mib);
     let c = counts(&p);
-    r.note(format!("plan: {} dirs, {} files, {} symlinks, {} bytes under {}", c.dirs, c.files, c.links, c.bytes, root.display()));
+    r.note(format!("plan: {} under {}", describe(&c), root.display()));
     if o.drop_caches {
         let dropped = sys::drop_caches();
         r.note(if dropped { "caches dropped" } else { "could not drop caches" });
@@ -248,7 +309,7 @@ pub fn verify(o: &Opts) -> i32 {
                 None => (String::new(), e.path.clone()),
             };
             children.entry(parent).or_default().insert(name.into_bytes());
-            if e.kind == Kind::Dir {
+            if matches!(e.kind, Kind::Dir { .. }) {
                 children.entry(e.path.clone()).or_default();
             }
         }
@@ -275,9 +336,21 @@ pub fn verify(o: &Opts) -> i32 {
         let mut meta = Problems::new();
         let mut data = Problems::new();
         let mut links = Problems::new();
+        let mut hard = Problems::new();
+        let mut xattrs = Problems::new();
         let mut buf = vec![0u8; MIB as usize];
         let mut scratch = Vec::new();
         let mut verified = 0u64;
+        // Expected link counts and inode numbers of files.
+        let mut nlinks: BTreeMap<&str, u64> = BTreeMap::new();
+        for e in &p {
+            match &e.kind {
+                Kind::File { .. } => *nlinks.entry(e.path.as_str()).or_insert(0) += 1,
+                Kind::HardLink { target } => *nlinks.entry(target.as_str()).or_insert(0) += 1,
+                _ => {}
+            }
+        }
+        let mut inos: BTreeMap<&str, u64> = BTreeMap::new();
         for e in &p {
             let path = root.join(&e.path);
             let st = match sys::lstat(&path) {
@@ -289,9 +362,19 @@ pub fn verify(o: &Opts) -> i32 {
                 }
             };
             match &e.kind {
-                Kind::Dir => {
-                    if st.st_mode & S_IFMT != S_IFDIR {
-                        meta.add(format!("{}: not a directory (mode {:o})", e.path, st.st_mode));
+                Kind::Dir { mode, mtime } => {
+                    if st.st_mode != S_IFDIR | mode {
+                        meta.add(format!("{}: mode {:o}, want {:o}", e.path, st.st_mode, S_IFDIR | mode));
+                    }
+                    if (st.st_mtime as i64, st.st_mtime_nsec as u32) != *mtime {
+                        meta.add(format!("{}: dir mtime {}.{:09}, want {}.{:09}", e.path, st.st_mtime, st.st_mtime_nsec, mtime.0, mtime.1));
+                    }
+                }
+                Kind::HardLink { target } => {
+                    if st.st_mode & S_IFMT != S_IFREG {
+                        hard.add(format!("{}: mode {:o}, want a regular file", e.path, st.st_mode));
+                    } else if inos.get(target.as_str()) != Some(&(st.st_ino as u64)) {
+                        hard.add(format!("{}: inode {}, want {:?} of {target}", e.path, st.st_ino, inos.get(target.as_str())));
                     }
                 }
                 Kind::Symlink { target } => match sys::readlink(&path) {
@@ -299,7 +382,20 @@ pub fn verify(o: &Opts) -> i32 {
                     Ok(t) => links.add(format!("{}: target {} bytes differs", e.path, t.len())),
                     Err(err) => links.add(format!("{}: readlink: {err} (mode {:o}, want {:o})", e.path, st.st_mode, S_IFLNK)),
                 },
-                Kind::File { size, mode, mtime } => {
+                Kind::File { size, mode, mtime, xattr } => {
+                    inos.insert(e.path.as_str(), st.st_ino as u64);
+                    let want_nlink = nlinks.get(e.path.as_str()).copied().unwrap_or(1);
+                    if st.st_nlink as u64 != want_nlink {
+                        hard.add(format!("{}: nlink {}, want {want_nlink}", e.path, st.st_nlink));
+                    }
+                    if !o.no_xattrs {
+                        let got = sys::getxattr(&path, XATTR_NAME);
+                        match (xattr, got) {
+                            (None, Err(sys::Errno(libc::ENODATA))) => {}
+                            (Some(len), Ok(v)) if v == xattr_value(o.seed, &e.path, *len) => {}
+                            (want, got) => xattrs.add(format!("{}: {XATTR_NAME} is {:?}, want {want:?} bytes", e.path, got.map(|v| v.len()))),
+                        }
+                    }
                     if st.st_mode != S_IFREG | mode {
                         meta.add(format!("{}: mode {:o}, want {:o}", e.path, st.st_mode, S_IFREG | mode));
                     }
@@ -339,6 +435,12 @@ pub fn verify(o: &Opts) -> i32 {
         meta.report(r, &format!("{} entries: type, size, mode, mtime", p.len()), "planned metadata");
         data.report(r, &format!("{} files ({} bytes) byte for byte", c.files, c.bytes), "pattern content");
         links.report(r, &format!("{} symlink targets", c.links), "planned targets");
+        hard.report(r, &format!("{} hard links: same inode, link counts", c.hardlinks), "planned links");
+        if o.no_xattrs {
+            r.skip("xattrs", "--no-xattrs");
+        } else {
+            xattrs.report(r, &format!("{} files' {XATTR_NAME} xattr (and its absence elsewhere)", c.files), "planned xattrs");
+        }
         r.note(format!("verified {verified} of {} files", c.files));
     });
     r.finish()
@@ -380,15 +482,19 @@ mod tests {
         assert_ne!(a, plan(4, 8));
         let c = counts(&a);
         assert!(c.bytes >= 8 * MIB && c.bytes < 8 * MIB + 8 * MIB, "{}", c.bytes);
-        assert!(c.files > 10 && c.dirs > 0 && c.links > 0);
+        assert!(c.files > 10 && c.dirs > 0 && c.links > 0 && c.hardlinks > 0 && c.xattrs > 0);
         // Parents precede children and names are unique.
         let mut seen = BTreeSet::new();
         seen.insert(String::new());
-        let dirs: BTreeSet<&str> = a.iter().filter(|e| e.kind == Kind::Dir).map(|e| e.path.as_str()).collect();
+        let dirs: BTreeSet<&str> = a.iter().filter(|e| matches!(e.kind, Kind::Dir { .. })).map(|e| e.path.as_str()).collect();
+        let files: BTreeSet<&str> = a.iter().filter(|e| matches!(e.kind, Kind::File { .. })).map(|e| e.path.as_str()).collect();
         for e in &a {
             let parent = e.path.rfind('/').map(|i| &e.path[..i]).unwrap_or("");
             assert!(parent.is_empty() || dirs.contains(parent), "{}", e.path);
             assert!(seen.insert(e.path.clone()), "duplicate {}", e.path);
+            if let Kind::HardLink { target } = &e.kind {
+                assert!(files.contains(target.as_str()) && seen.contains(target), "{}", e.path);
+            }
             assert!(e.path.split('/').all(|c| !c.is_empty() && c.len() <= 255));
         }
     }

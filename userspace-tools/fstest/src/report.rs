@@ -249,6 +249,10 @@ impl Report {
     }
 }
 
+fn saved_name(prefix: &str) -> &str {
+    prefix.strip_suffix(": ").unwrap_or(prefix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,8 +276,4 @@ mod tests {
         assert_eq!(r.finish(), 1);
         let _ = panic::take_hook();
     }
-}
-
-fn saved_name(prefix: &str) -> &str {
-    prefix.strip_suffix(": ").unwrap_or(prefix)
 }
