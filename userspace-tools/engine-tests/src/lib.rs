@@ -297,16 +297,126 @@ pub mod crashload {
         Rmdir(String),
         SetXattr(String, u8, usize),
         RemoveXattr(String),
+        Link(String, String),
+        Symlink(String, String),
         Sync,
         Gc,
     }
 
-    fn files(s: &State) -> Vec<String> {
-        s.keys().filter(|k| !k.ends_with('/') && !k.ends_with("@x")).cloned().collect()
+    /// The model: names -> file identities (hard links share one), directories, symlinks.
+    #[derive(Clone, Debug, Default)]
+    pub struct Model {
+        paths: BTreeMap<String, u32>,
+        files: BTreeMap<u32, (Vec<u8>, Option<Vec<u8>>)>,
+        dirs: BTreeMap<String, ()>,
+        links: BTreeMap<String, Vec<u8>>,
+        next: u32,
     }
 
-    fn dirs(s: &State) -> Vec<String> {
-        s.keys().filter(|k| k.ends_with('/')).map(|k| k.trim_end_matches('/').to_string()).collect()
+    impl Model {
+        /// The model from a visible state of plain files (no hard links).
+        pub fn from_state(s: &State) -> Model {
+            let mut m = Model::default();
+            for (k, v) in s {
+                if let Some(d) = k.strip_suffix('/') {
+                    m.dirs.insert(d.to_string(), ());
+                } else if let Some(p) = k.strip_suffix("@l") {
+                    m.links.insert(p.to_string(), v.clone());
+                } else if !k.ends_with("@x") {
+                    m.next += 1;
+                    let x = s.get(&format!("{k}@x")).cloned();
+                    m.files.insert(m.next, (v.clone(), x));
+                    m.paths.insert(k.clone(), m.next);
+                }
+            }
+            m
+        }
+
+        /// The visible state.
+        pub fn state(&self) -> State {
+            let mut s = State::new();
+            for (p, id) in &self.paths {
+                let (c, x) = &self.files[id];
+                s.insert(p.clone(), c.clone());
+                if let Some(x) = x {
+                    s.insert(format!("{p}@x"), x.clone());
+                }
+            }
+            for d in self.dirs.keys() {
+                s.insert(format!("{d}/"), Vec::new());
+            }
+            for (l, t) in &self.links {
+                s.insert(format!("{l}@l"), t.clone());
+            }
+            s
+        }
+
+        fn file_paths(&self) -> Vec<String> {
+            self.paths.keys().cloned().collect()
+        }
+
+        fn taken(&self, p: &str) -> bool {
+            self.paths.contains_key(p) || self.dirs.contains_key(p) || self.links.contains_key(p)
+        }
+
+        fn dir_empty(&self, d: &str) -> bool {
+            let pre = format!("{d}/");
+            !self.paths.keys().chain(self.links.keys()).any(|k| k.starts_with(&pre))
+        }
+
+        fn drop_name(&mut self, p: &str) {
+            if let Some(id) = self.paths.remove(p) {
+                if !self.paths.values().any(|v| *v == id) {
+                    self.files.remove(&id);
+                }
+            }
+        }
+
+        /// Apply a phase.
+        pub fn apply(&mut self, op: &Op) {
+            match op {
+                Op::Create(n) => {
+                    self.next += 1;
+                    self.files.insert(self.next, (Vec::new(), None));
+                    self.paths.insert(n.clone(), self.next);
+                }
+                Op::Write(n, off, len, b) => {
+                    let c = &mut self.files.get_mut(&self.paths[n]).unwrap().0;
+                    let end = *off as usize + len;
+                    if c.len() < end {
+                        c.resize(end, 0);
+                    }
+                    c[*off as usize..end].fill(*b);
+                }
+                Op::Truncate(n, sz) => self.files.get_mut(&self.paths[n]).unwrap().0.resize(*sz as usize, 0),
+                Op::Rename(a, b) => {
+                    let id = self.paths[a];
+                    if self.paths.get(b) == Some(&id) {
+                        return;
+                    }
+                    self.paths.remove(a);
+                    self.drop_name(b);
+                    self.paths.insert(b.clone(), id);
+                }
+                Op::Unlink(n) => self.drop_name(n),
+                Op::Mkdir(d) => {
+                    self.dirs.insert(d.clone(), ());
+                }
+                Op::Rmdir(d) => {
+                    self.dirs.remove(d);
+                }
+                Op::SetXattr(n, b, len) => self.files.get_mut(&self.paths[n]).unwrap().1 = Some(vec![*b; *len]),
+                Op::RemoveXattr(n) => self.files.get_mut(&self.paths[n]).unwrap().1 = None,
+                Op::Link(a, b) => {
+                    let id = self.paths[a];
+                    self.paths.insert(b.clone(), id);
+                }
+                Op::Symlink(p, t) => {
+                    self.links.insert(p.clone(), t.as_bytes().to_vec());
+                }
+                Op::Sync | Op::Gc => {}
+            }
+        }
     }
 
     fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
@@ -317,8 +427,8 @@ pub mod crashload {
         }
     }
 
-    fn new_path(rng: &mut Rng, s: &State, i: usize, prefix: &str) -> String {
-        let d = dirs(s);
+    fn new_path(rng: &mut Rng, m: &Model, i: usize, prefix: &str) -> String {
+        let d: Vec<String> = m.dirs.keys().cloned().collect();
         match pick(rng, &d) {
             Some(d) if rng.below(2) == 0 => format!("{d}/{prefix}{i}"),
             _ => format!("{prefix}{i}"),
@@ -326,103 +436,74 @@ pub mod crashload {
     }
 
     /// A deterministic workload of single-operation phases (files in the root and in
-    /// subdirectories, renames across directories, xattrs).
+    /// subdirectories, renames across directories, hard links, symlinks, xattrs).
     pub fn workload(seed: u64) -> Vec<Op> {
         let mut rng = Rng::new(seed);
         let mut ops = Vec::new();
-        let mut model = State::new();
-        for i in 0..80 {
+        let mut model = Model::default();
+        for i in 0..90 {
             let r = rng.below(100);
-            let fs_ = files(&model);
-            let op = if fs_.len() < 3 || r < 14 {
+            let fs_ = model.file_paths();
+            let op = if fs_.len() < 3 || r < 12 {
                 Op::Create(new_path(&mut rng, &model, i, "n"))
-            } else if r < 45 {
+            } else if r < 40 {
                 let n = pick(&mut rng, &fs_).unwrap();
                 let off = rng.below(6) * 4096 + if rng.below(2) == 0 { 0 } else { rng.below(3000) };
                 let len = 1 + rng.below(4096 - (off % 4096)) as usize;
                 Op::Write(n, off, len, rng.below(250) as u8 + 1)
-            } else if r < 52 {
+            } else if r < 46 {
                 Op::Truncate(pick(&mut rng, &fs_).unwrap(), rng.below(20_000))
-            } else if r < 64 {
+            } else if r < 57 {
                 let a = pick(&mut rng, &fs_).unwrap();
                 let b = if rng.below(3) == 0 { pick(&mut rng, &fs_).unwrap() } else { new_path(&mut rng, &model, i, "m") };
-                if a == b {
+                if a == b || (model.taken(&b) && !model.paths.contains_key(&b)) {
                     continue;
                 }
                 Op::Rename(a, b)
-            } else if r < 71 {
+            } else if r < 63 {
                 Op::Unlink(pick(&mut rng, &fs_).unwrap())
-            } else if r < 76 {
+            } else if r < 67 {
                 let d = format!("d{}", rng.below(3));
-                if model.contains_key(&format!("{d}/")) {
-                    if model.keys().any(|k| k.starts_with(&format!("{d}/")) && k.len() > d.len() + 1) {
+                if model.dirs.contains_key(&d) {
+                    if !model.dir_empty(&d) {
                         continue;
                     }
                     Op::Rmdir(d)
+                } else if model.taken(&d) {
+                    continue;
                 } else {
                     Op::Mkdir(d)
                 }
-            } else if r < 84 {
+            } else if r < 73 {
                 Op::SetXattr(pick(&mut rng, &fs_).unwrap(), rng.below(250) as u8 + 1, 1 + rng.below(200) as usize)
-            } else if r < 88 {
-                let with: Vec<String> = fs_.iter().filter(|f| model.contains_key(&format!("{f}@x"))).cloned().collect();
+            } else if r < 76 {
+                let with: Vec<String> = fs_.iter().filter(|f| model.files[&model.paths[*f]].1.is_some()).cloned().collect();
                 match pick(&mut rng, &with) {
                     Some(f) => Op::RemoveXattr(f),
                     None => continue,
                 }
+            } else if r < 83 {
+                let a = pick(&mut rng, &fs_).unwrap();
+                let b = new_path(&mut rng, &model, i, "h");
+                if model.taken(&b) {
+                    continue;
+                }
+                Op::Link(a, b)
+            } else if r < 87 {
+                let p = new_path(&mut rng, &model, i, "s");
+                if model.taken(&p) {
+                    continue;
+                }
+                Op::Symlink(p, format!("target/{i}/{}", "x".repeat(rng.below(100) as usize)))
             } else if r < 94 {
                 Op::Sync
             } else {
                 Op::Gc
             };
-            apply_model(&mut model, &op);
+            model.apply(&op);
             ops.push(op);
         }
         ops
-    }
-
-    /// Apply a phase to the model.
-    pub fn apply_model(s: &mut State, op: &Op) {
-        match op {
-            Op::Create(n) => {
-                s.insert(n.clone(), Vec::new());
-            }
-            Op::Write(n, off, len, b) => {
-                let c = s.get_mut(n).unwrap();
-                let end = *off as usize + len;
-                if c.len() < end {
-                    c.resize(end, 0);
-                }
-                c[*off as usize..end].fill(*b);
-            }
-            Op::Truncate(n, sz) => s.get_mut(n).unwrap().resize(*sz as usize, 0),
-            Op::Rename(a, b) => {
-                let c = s.remove(a).unwrap();
-                let x = s.remove(&format!("{a}@x"));
-                s.remove(&format!("{b}@x"));
-                s.insert(b.clone(), c);
-                if let Some(x) = x {
-                    s.insert(format!("{b}@x"), x);
-                }
-            }
-            Op::Unlink(n) => {
-                s.remove(n);
-                s.remove(&format!("{n}@x"));
-            }
-            Op::Mkdir(d) => {
-                s.insert(format!("{d}/"), Vec::new());
-            }
-            Op::Rmdir(d) => {
-                s.remove(&format!("{d}/"));
-            }
-            Op::SetXattr(n, b, len) => {
-                s.insert(format!("{n}@x"), vec![*b; *len]);
-            }
-            Op::RemoveXattr(n) => {
-                s.remove(&format!("{n}@x"));
-            }
-            Op::Sync | Op::Gc => {}
-        }
     }
 
     fn resolve<F: Flash>(fs: &mut Engine<StdPlatform, F>, path: &str) -> Result<(u64, String), Error> {
@@ -482,6 +563,15 @@ pub mod crashload {
                 let ino = look(fs, p)?;
                 fs.removexattr(ino, b"user.x", ts(t))?;
             }
+            Op::Link(a, b) => {
+                let ino = look(fs, a)?;
+                let (d, n) = resolve(fs, b)?;
+                fs.link(ino, d, n.as_bytes(), ts(t))?;
+            }
+            Op::Symlink(p, target) => {
+                let (d, n) = resolve(fs, p)?;
+                fs.symlink(d, n.as_bytes(), target.as_bytes(), 0, 0, ts(t))?;
+            }
             Op::Sync => return fs.sync(),
             Op::Gc => {
                 fs.gc_step(false)?;
@@ -508,6 +598,12 @@ pub mod crashload {
                 read_dir_into(fs, ino, &format!("{path}/"), s);
                 continue;
             }
+            if i.file_type() == Some(ferrofs_engine::FileType::Symlink) {
+                let mut t = vec![0u8; 4096];
+                let k = fs.readlink(ino, &mut t).unwrap();
+                s.insert(format!("{path}@l"), t[..k].to_vec());
+                continue;
+            }
             let mut b = vec![0u8; i.size as usize];
             fs.read(ino, 0, &mut b).unwrap();
             s.insert(path.clone(), b);
@@ -531,11 +627,11 @@ pub mod crashload {
 
     /// Model states after each phase (index 0 = before the first).
     pub fn states(base: &State, ops: &[Op]) -> Vec<State> {
-        let mut v = vec![base.clone()];
-        let mut s = base.clone();
+        let mut m = Model::from_state(base);
+        let mut v = vec![m.state()];
         for op in ops {
-            apply_model(&mut s, op);
-            v.push(s.clone());
+            m.apply(op);
+            v.push(m.state());
         }
         v
     }
@@ -543,17 +639,11 @@ pub mod crashload {
     /// A write interrupted by a cut is not atomic: each byte may be old or new, and the size may be
     /// the old or the new one.
     pub fn partial_write_ok(before: &State, after: &State, got: &State, op: Option<&Op>) -> bool {
-        let Some(Op::Write(n, ..)) = op else { return false };
+        let Some(Op::Write(..)) = op else { return false };
         if before.keys().ne(got.keys()) {
             return false;
         }
         for (k, g) in got {
-            if k != n {
-                if before.get(k) != Some(g) {
-                    return false;
-                }
-                continue;
-            }
             let (b, a) = (&before[k], &after[k]);
             if g.len() != b.len() && g.len() != a.len() {
                 return false;
