@@ -173,6 +173,8 @@ pub struct WaResult {
     pub greedy_bound: f64,
     /// Greedy bound with u = `fill_actual`.
     pub greedy_bound_actual: f64,
+    /// Greedy bound with u = `data_over_device` (the physical utilisation by user data alone).
+    pub greedy_bound_raw: f64,
     /// User bytes written in the warm-up.
     pub warmup_user_bytes: u64,
     /// User bytes written in the measurement window.
@@ -193,6 +195,11 @@ pub struct WaResult {
     pub gc_bytes: u64,
     /// Checkpoints in the window.
     pub checkpoints: u64,
+    /// Share of the WA due to records copied by the GC: `gc_bytes / user_bytes`.
+    pub wa_gc_copy: f64,
+    /// The rest beyond 1 + GC copies: record headers, inode updates, index nodes, checkpoints,
+    /// padding: `wa - 1 - wa_gc_copy`.
+    pub wa_metadata: f64,
     /// Overwrites refused with ENOSPC in the window (should be 0).
     pub enospc: u64,
     /// Wall-clock seconds of warm-up + measurement.
@@ -332,6 +339,7 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
         data_over_device: ratio(data_bytes, device),
         greedy_bound: greedy(cfg.fill),
         greedy_bound_actual: greedy(fill_actual),
+        greedy_bound_raw: greedy(ratio(data_bytes, device)),
         warmup_user_bytes,
         user_bytes: user,
         programmed_bytes: d.bytes_programmed,
@@ -342,6 +350,8 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
         erases_per_user_mib: d.erases_per_user_mib(user).unwrap_or(0.0),
         gc_bytes: s1.gc_bytes.saturating_sub(s0.gc_bytes),
         checkpoints: s1.checkpoints.saturating_sub(s0.checkpoints),
+        wa_gc_copy: ratio(s1.gc_bytes.saturating_sub(s0.gc_bytes), user),
+        wa_metadata: ratio(d.bytes_programmed, user) - 1.0 - ratio(s1.gc_bytes.saturating_sub(s0.gc_bytes), user),
         enospc,
         seconds,
         wear_spread: c1.wear_spread(),
@@ -747,13 +757,13 @@ pub fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st/2nd half | greedy 1/(1-u) | erases/user MiB | GC moved | ENOSPC | s |"
+        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st / 2nd half | = 1 + GC copies + metadata | greedy 1/(1-u) at target / data/raw | erases per user MiB | checkpoints per user MiB | ENOSPC | s |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for w in &r.wa {
         let _ = writeln!(
             s,
-            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | {:.2} | {:.2} | {} | {} | {:.1} |",
+            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | 1 + {:.2} + {:.2} | {:.2} / {:.2} | {:.2} | {:.1} | {} | {:.1} |",
             w.config.device_mib,
             w.config.pattern.name(),
             w.config.fill * 100.0,
@@ -764,9 +774,12 @@ pub fn markdown(r: &Report) -> String {
             w.wa,
             w.wa_first_half,
             w.wa_second_half,
+            w.wa_gc_copy,
+            w.wa_metadata,
             w.greedy_bound,
+            w.greedy_bound_raw,
             w.erases_per_user_mib,
-            human(w.gc_bytes),
+            w.checkpoints as f64 * MIB as f64 / w.user_bytes.max(1) as f64,
             w.enospc,
             w.seconds
         );
