@@ -225,7 +225,7 @@ pub fn open_existing(path: &Path, hints: &GeoHints, read_only: bool) -> Result<D
             _ => {
                 return Err(ToolError::op(format!(
                     "{} is not a ferrofs filesystem: no simulator image header and no valid ferrofs superblock \
-                     found (give --page/--erase or --block --unit/--au to open a raw image anyway)",
+                     found (to open a raw image anyway, give its geometry with --unit and --au, plus --block for a block image)",
                     path.display()
                 )))
             }
@@ -300,4 +300,29 @@ pub fn path_kind(path: &Path) -> PathKind {
             }
         }
     }
+}
+
+/// Where `path` (a block or MTD device) is mounted, from `/proc/self/mounts`. MTD devices are
+/// also matched by the names `mtdN` and `mtd:NAME` that `get_tree_mtd` accepts.
+pub fn mounted_at(path: &Path) -> Option<String> {
+    let canon = std::fs::canonicalize(path).ok()?;
+    let mut names = vec![canon.to_string_lossy().into_owned()];
+    if let Some(base) = canon.file_name().map(|b| b.to_string_lossy().into_owned()) {
+        if let Some(n) = base.strip_prefix("mtd").filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            names.push(format!("mtd{n}"));
+            if let Ok(label) = std::fs::read_to_string(format!("/sys/class/mtd/mtd{n}/name")) {
+                names.push(format!("mtd:{}", label.trim()));
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    for line in mounts.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(src), Some(dir)) = (it.next(), it.next()) else { continue };
+        let src_canon = std::fs::canonicalize(src).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| src.to_string());
+        if names.iter().any(|n| *n == src || *n == src_canon) {
+            return Some(dir.replace("\\040", " "));
+        }
+    }
+    None
 }

@@ -318,3 +318,39 @@ fn mkfs_usr_share_doc() {
     let mut fs = mount_ro(&img);
     assert_eq!(compare_tree(&mut fs, src, &snap, false), snap.len());
 }
+
+/// A real block device: a loop device over a file (root only; attaches /dev/loopN for the
+/// duration of the test, detached by a guard).
+#[test]
+#[ignore]
+fn mkfs_fsck_dump_on_a_loop_block_device() {
+    struct Loop(String);
+    impl Drop for Loop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let t = tmp();
+    let backing = t.path().join("backing");
+    fs::File::create(&backing).unwrap().set_len(64 << 20).unwrap();
+    let out = std::process::Command::new("losetup").args(["-f", "--show", p(&backing)]).output();
+    let Ok(out) = out else { return };
+    if !out.status.success() {
+        eprintln!("losetup unavailable: {}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
+    let dev = Loop(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let src = t.path().join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    fs::write(src.join("d/f"), prng_bytes(3, 200_000)).unwrap();
+    let snap = snapshot(&src);
+    run_ok(MKFS, &[&dev.0, "-q", "--au", "1M", "-r", p(&src)]);
+    assert_eq!(run(FSCK, &["-n", &dev.0]).code, 0);
+    assert_eq!(run(FSCK, &[&dev.0]).code, 0);
+    let d = run_ok(DUMP, &[&dev.0, "--cat", "/d/f"]);
+    assert_eq!(d.raw_stdout, fs::read(src.join("d/f")).unwrap());
+    let mut fs = mount_ro(Path::new(&dev.0));
+    compare_tree(&mut fs, &src, &snap, false);
+    // image options make no sense for a device
+    assert_eq!(run(MKFS, &[&dev.0, "--size", "1M"]).code, 16);
+}

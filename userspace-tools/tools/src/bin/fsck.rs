@@ -323,6 +323,15 @@ fn segment_summary(segs: &[SegInfo]) -> String {
 
 fn run(cli: &Cli) -> Result<i32, ToolError> {
     let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
+    if let Some(dir) = ferrofs_tools::dev::mounted_at(&cli.device) {
+        if !cli.no_action {
+            return Err(ToolError::op(format!(
+                "{} is mounted on {dir}: checking it could damage it; use -n for a read-only check",
+                cli.device.display()
+            )));
+        }
+        eprintln!("fsck.ferrofs: warning: {} is mounted on {dir}; the check may see changes in progress", cli.device.display());
+    }
     let mut dev = open_existing(&cli.device, &hints, cli.no_action)?;
     let _ = (cli.auto, cli.yes, cli.force);
     let mut ck = Checker { verbose: cli.verbose, problems: Vec::new(), warnings: Vec::new() };

@@ -9,7 +9,7 @@ use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{
     AnySim, BlockConfig, BlockDevice, BlockDeviceOptions, BlockSim, Flash, ImageFlash, MtdDevice, NandConfig, NandSim,
 };
-use ferrofs_tools::dev::{path_kind, Dev, PathKind};
+use ferrofs_tools::dev::{mounted_at, path_kind, Dev, PathKind};
 use ferrofs_tools::populate::{nospace_message, populate, prescan, PopulateError, PopulateOptions, TreeStats};
 use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
 use ferrofs_tools::walk::mount;
@@ -184,6 +184,11 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
     match kind {
         PathKind::Dir => Err(ToolError::fail(format!("{} is a directory, not an image file or a device", path.display()))),
         PathKind::Other => Err(ToolError::fail(format!("{} is not an image file, an MTD device or a block device", path.display()))),
+        PathKind::CharDev | PathKind::BlockDev if mounted_at(path).is_some() => Err(ToolError::fail(format!(
+            "{} is mounted on {}: unmount it first",
+            path.display(),
+            mounted_at(path).unwrap_or_default()
+        ))),
         PathKind::CharDev => {
             if image_opts || cli.block || !cli.bad_blocks.is_empty() {
                 return Err(ToolError::usage("the geometry of an MTD device is read from the device: drop --nand/--size/--page/--erase/--raw/--block"));
