@@ -9,4 +9,8 @@ out="$FERROFS_ROOT/build/tools"
 rm -rf "$out"; mkdir -p "$out"
 find "target/$TARGET/release" -maxdepth 1 -type f -executable -exec cp {} "$out/" \;
 strip --strip-debug "$out"/*
+# Cargo names the binaries mkfs-ferrofs and fsck-ferrofs; fsck(8) and mount look for mkfs.TYPE.
+for t in mkfs fsck; do
+  if [ -f "$out/$t-ferrofs" ]; then mv "$out/$t-ferrofs" "$out/$t.ferrofs"; fi
+done
 ls "$out"

@@ -1109,18 +1109,33 @@ unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry: *mut bindi
             let inode = shim::ferrofs_d_inode(dentry);
             let info = isbi(inode);
             let ino = (*inode).i_ino as u64;
+            let mut size_changed = false;
             if (*attr).ia_valid & bindings::ATTR_SIZE != 0 {
                 let size = (*attr).ia_size;
                 if size < 0 {
                     return Err(EINVAL);
                 }
+                let old = shim::ferrofs_i_size_read(inode);
                 // Let mmap writers' dirty folios reach the engine before it cuts the file.
                 to_result(shim::ferrofs_filemap_write_and_wait((*inode).i_mapping))?;
+                if size > old {
+                    // mmap stores beyond the old EOF (in its last page) must not appear in the
+                    // grown file: zero the tail of that page in the cache.
+                    bindings::truncate_pagecache(inode, old);
+                }
                 let sa = SetAttr { size: Some(size as u64), ..SetAttr::default() };
                 info.lock().setattr(ino, &sa, now(inode)).map_err(kerr)?;
                 bindings::truncate_setsize(inode, size);
+                size_changed = size != old;
             }
             bindings::setattr_copy(idmap, inode, attr);
+            if size_changed {
+                // truncate(2) through a path does not ask for new times; a size change still
+                // updates mtime and ctime (POSIX).
+                let t = bindings::inode_set_ctime_current(inode);
+                (*inode).i_mtime_sec = t.tv_sec;
+                (*inode).i_mtime_nsec = t.tv_nsec as u32;
+            }
             let a = vfs_attrs(inode);
             info.lock().setattr(ino, &a, now(inode)).map_err(kerr)?;
         }
