@@ -126,6 +126,10 @@ fn run(args: &[String]) -> Result<i32, String> {
                 drop_caches: a.has("--drop-caches"),
                 only: a.get("--only").map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default(),
             };
+            let known = posix::group_names();
+            if let Some(bad) = o.only.iter().find(|g| !known.contains(&g.as_str())) {
+                return Err(format!("--only: no group {bad:?} (groups: {})", known.join(" ")));
+            }
             Ok(posix::run(&o))
         }
         Some("integrity") => {
