@@ -1064,12 +1064,48 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        if self.log.free_count() < RESERVE_DELETE
-            && self.pending_free() > 0 {
-                self.checkpoint()?;
-                return Ok(true);
+        if self.log.free_count() < RESERVE_DELETE && self.pending_free() > 0 {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        if background {
+            // Idle work only when useful: scrubbing, wear levelling, or space getting short
+            // (fewer than a quarter of the log segments free) with a victim at most half live.
+            let v = match self.pick_victim(true) {
+                Some(v) => v,
+                None => return Ok(false),
+            };
+            let si = *self.log.seg(v)?;
+            let main = self.main_segments();
+            let short = u64::from(self.log.free_count()).saturating_mul(4) < main;
+            let cheap = u64::from(si.live).saturating_mul(2) <= u64::from(self.sb.segment_size);
+            let special = si.flags & SEG_SCRUB != 0 || self.wear_spread() > self.opts.wear_threshold;
+            if !special && !(short && cheap) {
+                return Ok(false);
             }
+        }
         self.gc_once(background, 0)
+    }
+
+    fn main_segments(&self) -> u64 {
+        self.log
+            .segs
+            .as_slice()
+            .iter()
+            .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
+            .fold(0u64, |a, _| a.saturating_add(1))
+    }
+
+    fn wear_spread(&self) -> u32 {
+        let mut lo = u32::MAX;
+        let mut hi = 0u32;
+        for s in self.log.segs.as_slice() {
+            if s.state != segstate::BAD && s.state != segstate::META {
+                lo = lo.min(s.erases);
+                hi = hi.max(s.erases);
+            }
+        }
+        hi.saturating_sub(lo)
     }
 
     fn gc_once(&mut self, background: bool, _min_free: u32) -> Result<bool> {
