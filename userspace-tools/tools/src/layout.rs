@@ -617,3 +617,23 @@ pub fn seg_name(s: u32) -> String {
         s.to_string()
     }
 }
+
+/// Read and verify the SEGHDR record at offset 0 of `seg`: (segment sequence, head, previous,
+/// next), or why it is not valid.
+pub fn read_seghdr(f: &mut dyn Flash, sb: &Superblock, seg: u32) -> Result<(u64, u8, u32, u32), String> {
+    let mut b = [0u8; REC_HDR + 9];
+    f.read(seg, 0, &mut b).map_err(|e| format!("read error {e:?}"))?;
+    let h = RecHdr::decode(&b).map_err(|_| "no record magic".to_string())?;
+    if h.rtype != rtype::SEGHDR || h.len != 9 {
+        return Err(format!("first record is a {} of {} bytes", rtype_name(h.rtype), h.len));
+    }
+    let (hb, p) = b.split_at(REC_HDR);
+    if !h.check(seed(sb), hb, p) {
+        return Err("CRC mismatch".into());
+    }
+    let mut r = Reader::new(p);
+    match (r.u8(), r.u32(), r.u32()) {
+        (Ok(hd), Ok(prev), Ok(next)) => Ok((h.seg_seq, hd, prev, next)),
+        _ => Err("truncated".into()),
+    }
+}

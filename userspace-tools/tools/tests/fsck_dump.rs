@@ -382,3 +382,25 @@ fn bad_arguments_exit_16_with_usage() {
         assert!(r.stdout.contains("Usage:"), "{}", r.stdout);
     }
 }
+
+#[test]
+fn fsck_detects_a_damaged_segment_header() {
+    let (_t, img, _) = small_image(&[]);
+    let mut dev = open_existing(&img, &GeoHints::default(), true).unwrap();
+    let (_, sb) = scan_superblocks(dev.flash()).sb.unwrap();
+    let cps = read_checkpoints(dev.flash(), &sb);
+    let (_, _, segs) = ferrofs_tools::layout::newest_valid(&cps).unwrap();
+    let seg = segs
+        .iter()
+        .position(|s| {
+            (s.state == ferrofs_engine::format::segstate::FULL || s.state == ferrofs_engine::format::segstate::OPEN)
+                && s.live > 0
+        })
+        .expect("a segment in use") as u32;
+    drop(dev);
+    flip(&img, seg, 12, 0x02);
+    let r = run(FSCK, &["-n", p(&img)]);
+    assert_eq!(r.code, 4, "{}", r.all());
+    assert!(r.stderr.contains(&format!("segment {seg} (")), "{}", r.stderr);
+    assert!(r.stderr.contains("no valid segment header"), "{}", r.stderr);
+}

@@ -8,11 +8,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
 use clap::Parser;
-use ferrofs_engine::format::{segstate, SegInfo, S_IFLNK, S_IFMT, S_IFREG};
+use ferrofs_engine::format::{segstate, CpHeader, SegInfo, Superblock, S_IFLNK, S_IFMT, S_IFREG};
 use ferrofs_engine::{FileType, Flash, FsckProblem, Inode, ROOT_INO};
-use ferrofs_tools::dev::{open_existing, GeoHints};
+use ferrofs_tools::dev::{open_existing, Dev, GeoHints};
 use ferrofs_tools::layout::{
-    damaged_checkpoints, geometry_mismatch, key_str, newest_valid, read_checkpoints, scan_superblocks, CpSlot, SbCopy,
+    damaged_checkpoints, geometry_mismatch, key_str, newest_valid, read_checkpoints, read_seghdr, scan_superblocks,
+    state_name, CpSlot, SbCopy,
 };
 use ferrofs_tools::util::{
     clap_exit, errno_name, human, parse_size_u32, show_name, utc_date, ToolError, EXIT_CORRECTED, EXIT_OK,
@@ -321,6 +322,62 @@ fn segment_summary(segs: &[SegInfo]) -> String {
     )
 }
 
+/// Segment accounting of the checkpoint in use against the medium: every segment in use must
+/// carry a valid segment header with the recorded sequence, the meta segments must be exactly
+/// the superblock and checkpoint segments, live bytes must fit in their segment, the heads must
+/// point at segments in use.
+fn check_segments(dev: &mut Dev, sb: &Superblock, h: &CpHeader, segs: &[SegInfo], ck: &mut Checker) {
+    let meta: HashSet<u32> = sb
+        .sb_segs
+        .iter()
+        .chain(sb.cp_segs.iter().flat_map(|a| a.iter().take(sb.cp_area_segs as usize)))
+        .copied()
+        .collect();
+    for (i, s) in segs.iter().enumerate() {
+        let seg = i as u32;
+        if s.live > sb.segment_size {
+            ck.problem(format!("segment {seg}: {} live bytes in a {}-byte segment", s.live, sb.segment_size));
+        }
+        let is_meta = meta.contains(&seg);
+        if is_meta != (s.state == segstate::META) {
+            ck.problem(format!(
+                "segment {seg} is {} in the segment table but {} a superblock or checkpoint segment",
+                state_name(s.state),
+                if is_meta { "is" } else { "is not" }
+            ));
+        }
+        if s.state == segstate::FREE && s.live != 0 {
+            ck.problem(format!("segment {seg} is free but has {} live bytes", s.live));
+        }
+        if s.state == segstate::FULL || s.state == segstate::OPEN {
+            match read_seghdr(dev.flash(), sb, seg) {
+                Ok((seq, ..)) if seq == s.seq => {}
+                Ok((seq, ..)) => ck.problem(format!(
+                    "segment {seg} ({}, {} live bytes): its segment header has sequence {seq}, the table {}",
+                    state_name(s.state),
+                    s.live,
+                    s.seq
+                )),
+                Err(why) => ck.problem(format!(
+                    "segment {seg} ({}, {} live bytes): no valid segment header ({why})",
+                    state_name(s.state),
+                    s.live
+                )),
+            }
+        }
+    }
+    for (i, hd) in h.heads.iter().enumerate() {
+        if hd.seg == ferrofs_engine::format::NO_SEG {
+            continue;
+        }
+        match segs.get(hd.seg as usize) {
+            Some(s) if s.state == segstate::OPEN || s.state == segstate::FULL => {}
+            Some(s) => ck.problem(format!("log head {i} is in segment {} which is {}", hd.seg, state_name(s.state))),
+            None => ck.problem(format!("log head {i} names segment {} beyond the device", hd.seg)),
+        }
+    }
+}
+
 fn run(cli: &Cli) -> Result<i32, ToolError> {
     let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
     if let Some(dir) = ferrofs_tools::dev::mounted_at(&cli.device) {
@@ -438,6 +495,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
                 h.next_ino
             );
             println!("  segments (at the checkpoint): {}", segment_summary(segs));
+            check_segments(&mut dev, &sb, h, segs, &mut ck);
         }
         None => ck.problem("no valid checkpoint in either area".into()),
     }
