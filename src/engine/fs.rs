@@ -1003,7 +1003,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             .iter()
             .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
             .fold(0u64, |a, _| a.saturating_add(1));
-        let usable = main.saturating_sub(u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2);
+        let usable = main.saturating_sub(
+            u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2 + 2 * u64::from(self.segtab_segments()),
+        );
         usable.saturating_mul(u64::from(self.sb.segment_size)) / 8 * 7
     }
 
@@ -1085,6 +1087,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         self.gc_once(background, 0)
+    }
+
+    /// Segments a checkpoint's segment table (SEGTAB records) may occupy, kept in reserve on
+    /// top of the fixed reserves (the previous table stays pinned until the next one is written).
+    pub(crate) fn segtab_segments(&self) -> u32 {
+        let bytes = u64::from(crate::engine::format::segtab_chunks(self.sb.segment_count))
+            .saturating_mul(u64::from(SEGTAB_ENTRIES) * SEGINFO_SIZE as u64 + REC_HDR as u64 + 64);
+        let ss = u64::from(self.sb.segment_size).max(1);
+        (bytes.div_ceil(ss) as u32).saturating_add(1)
     }
 
     fn main_segments(&self) -> u64 {

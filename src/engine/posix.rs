@@ -101,7 +101,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         self.maybe_commit()?;
-        self.ensure_space(min_free)
+        let need = min_free.saturating_add(self.segtab_segments());
+        self.ensure_space(need)
     }
 
     fn check_capacity(&self, extra: u64) -> Result<()> {
@@ -671,7 +672,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     i.ctime = now;
                     self.write_inode(&i, 0)?;
                     self.checkpoint()?;
-                    self.ensure_space(RESERVE_SEGS)?;
+                    self.ensure_space(RESERVE_SEGS.saturating_add(self.segtab_segments()))?;
                 }
             }
             Ok(())

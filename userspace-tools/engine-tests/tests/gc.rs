@@ -238,3 +238,45 @@ fn gc_of_large_segments_with_small_cache() {
         assert!(b == *d, "file {k}");
     }
 }
+
+#[test]
+fn enospc_with_a_segment_table_spanning_segments() {
+    // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments
+    let f = RamFlash::new_nand(16 * 1024, 2048, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let opts = MountOptions { cache_nodes: 64, ..Default::default() };
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    let chunk = vec![0xA5u8; 256 * 1024];
+    let mut files = Vec::new();
+    'fill: for i in 0.. {
+        let f = match fs.create(ROOT_INO, format!("big{i}").as_bytes(), &reg(), ts(1)) {
+            Ok(f) => f,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("{e:?}"),
+        };
+        files.push(f.ino);
+        let mut off = 0u64;
+        while off < 1 << 20 {
+            match fs.write(f.ino, off, &chunk, ts(1)) {
+                Ok(n) => off += n as u64,
+                Err(Error::NoSpace) => break 'fill,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    assert!(files.len() > 15, "{} files", files.len());
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    for (i, ino) in files.iter().enumerate().step_by(2) {
+        fs.unlink(ROOT_INO, format!("big{i}").as_bytes(), ts(2)).unwrap();
+        fs.evict(*ino).unwrap();
+    }
+    let g = fs.create(ROOT_INO, b"again", &reg(), ts(3)).unwrap();
+    for k in 0..8u64 {
+        assert_eq!(fs.write(g.ino, k * chunk.len() as u64, &chunk, ts(3)).unwrap(), chunk.len());
+    }
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"again").unwrap().size, 8 * chunk.len() as u64);
+    assert_consistent(&mut fs);
+}
