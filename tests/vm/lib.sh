@@ -44,3 +44,56 @@ NAND_256M="id_bytes=0x20,0xaa,0x00,0x15"
 
 # pattern_file PATH KIB: a file of random bytes.
 pattern_file() { dd if=/dev/urandom of="$1" bs=1024 count="$2" 2>/dev/null; }
+
+# run_counted DESC CMD...: run a program that ends with "N passed, N failed" and add its counts.
+# Its own summary line is shown as "# DESC: ..." so that the suite's last line is the total.
+run_counted() {
+  desc="$1"; shift
+  "$@" > /tmp/run_counted.out 2>&1
+  rc=$?
+  sed -E 's/^([0-9]+ passed, [0-9]+ failed.*)$/# '"$desc"': \1/' /tmp/run_counted.out
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' /tmp/run_counted.out | tail -n1)
+  if [ -z "$line" ]; then
+    FAILED=$((FAILED + 1)); echo "FAIL - $desc: no result line (exit $rc)"; return
+  fi
+  p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+  PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then FAILED=$((FAILED + 1)); echo "FAIL - $desc: exit $rc"; fi
+}
+
+# The MTD number of the first device whose /proc/mtd name matches $1.
+mtd_named() { awk -F: -v pat="$1" '$0 ~ pat {sub("mtd","",$1); print $1; exit}' /proc/mtd; }
+
+# ferrofs_load_nand [nandsim params...]: nandsim (256 MiB unless overridden), sets MTD.
+ferrofs_load_nand() {
+  must "nandsim loads $*" modprobe nandsim "$NAND_256M" "$@"
+  MTD=$(mtd_named "NAND simulator")
+}
+
+# ferrofs_mkfs_mount [mount options]: mkfs.ferrofs on $MTD, insmod, mount on /mnt.
+ferrofs_mkfs_mount() {
+  must "mkfs.ferrofs /dev/mtd$MTD" mkfs.ferrofs -q /dev/mtd$MTD
+  must "insmod ferrofs.ko" insmod /ferrofs/ferrofs.ko
+  must "mount ferrofs mtd$MTD $*" mount -t ferrofs ${1:+-o "$1"} mtd$MTD /mnt
+}
+
+# ferrofs_unmount_check: umount, fsck -n clean, rmmod (the inode cache must be empty).
+ferrofs_unmount_check() {
+  check "umount /mnt" umount /mnt
+  check "fsck.ferrofs -n clean" fsck.ferrofs -n /dev/mtd$MTD
+  check "rmmod ferrofs (no leaked inodes)" rmmod ferrofs
+}
+
+# Bracket ferrofs errors that a test provokes on purpose (the harness ignores them).
+expect_errors_begin() { echo FERROFS-EXPECT-ERRORS-BEGIN > /dev/kmsg; }
+expect_errors_end() { echo FERROFS-EXPECT-ERRORS-END > /dev/kmsg; }
+
+# finish_and_reset: report like finish, then reset the machine without syncing (a power cut
+# for everything not yet durable). The harness sees the result line first.
+finish_and_reset() {
+  echo "$PASSED passed, $FAILED failed"
+  rc=0; [ "$FAILED" -eq 0 ] || rc=1
+  echo "FERROFS-RESULT: $rc"
+  reboot -f -n
+  sleep 60
+}
