@@ -45,6 +45,9 @@ pub struct MountOptions {
     /// Static wear levelling threshold: when the erase-count spread exceeds it, background GC
     /// moves the least-worn full segment.
     pub wear_threshold: u32,
+    /// Take a checkpoint once this many bytes were appended to the log since the last one:
+    /// bounds the roll-forward work (and so the mount time) after a crash.
+    pub checkpoint_log_bytes: u64,
     /// Mount read-only: recover in RAM only and never write to the medium (for `ro` mounts,
     /// fsck and dump tools). Every mutation returns `ReadOnly`. The index cache may grow up to
     /// 8x `cache_nodes` to hold what the log since the checkpoint changed.
@@ -53,7 +56,7 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { cache_nodes: 256, wear_threshold: 1000, read_only: false }
+        MountOptions { cache_nodes: 256, wear_threshold: 1000, checkpoint_log_bytes: 8 << 20, read_only: false }
     }
 }
 
@@ -851,6 +854,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.flash.flush()?;
         self.log.stats = stats;
         self.log.need_checkpoint = false;
+        self.log.since_checkpoint = 0;
         self.pinned.clear();
         for l in locs.as_slice() {
             if !self.pinned.as_slice().contains(&l.seg) {
@@ -955,7 +959,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Checkpoint if the index cache is getting full of dirty nodes or a head lost its chain.
     pub(crate) fn maybe_commit(&mut self) -> Result<()> {
-        if self.tree.needs_commit() || self.log.need_checkpoint || self.log.has_failed_seg() {
+        if self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg() {
             self.checkpoint()?;
         }
         Ok(())
@@ -1089,6 +1093,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.gc_once(background, 0)
     }
 
+    /// Whether the dirty index or the log since the last checkpoint grew past its bound.
+    pub(crate) fn should_checkpoint(&self) -> bool {
+        self.tree.needs_commit() || self.log.since_checkpoint >= self.opts.checkpoint_log_bytes.max(1)
+    }
+
     /// Segments a checkpoint's segment table (SEGTAB records) may occupy, kept in reserve on
     /// top of the fixed reserves (the previous table stays pinned until the next one is written).
     pub(crate) fn segtab_segments(&self) -> u32 {
@@ -1165,7 +1174,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let res = self.gc_record(&h, loc, &tmp);
             self.buf2 = tmp;
             res?;
-            if self.tree.needs_commit() {
+            if self.should_checkpoint() {
                 // keep the dirty part of the index bounded while moving a large segment
                 if self.in_checkpoint {
                     self.tree.commit(&mut self.log)?;

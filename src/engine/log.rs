@@ -77,6 +77,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub chunk: u32,
     /// Unprogrammed records of a failed segment awaiting relocation.
     pub shadow: Option<Shadow<P>>,
+    /// Bytes appended since the last checkpoint (bounds the roll-forward work at mount).
+    pub since_checkpoint: u64,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -101,6 +103,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             scratch: P::Vec::new(),
             chunk,
             shadow: None,
+            since_checkpoint: 0,
         }
     }
 
@@ -423,6 +426,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         let seq = self.take_seq();
+        self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
         self.append_raw(h, rt, flags, key, payload, seq)
     }
 

@@ -662,7 +662,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.put_record(HEAD_HOT, rtype::DATA, 0, key, blockbuf.as_slice())?;
                 done = done.saturating_add(take);
                 self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(take as u64);
-                if self.tree.needs_commit() {
+                if self.should_checkpoint() {
                     // keep the inode consistent with what is indexed before checkpointing
                     let cur = off.saturating_add(done as u64);
                     if cur > i.size {

@@ -57,3 +57,21 @@ fn index_cache_is_bounded_and_mount_replays_only_recent_log() {
     assert_consistent(&mut fs);
     assert!(fs.cached_nodes() <= cap * 8);
 }
+
+#[test]
+fn log_since_checkpoint_is_bounded() {
+    let opts = MountOptions { checkpoint_log_bytes: 256 * 1024, ..Default::default() };
+    let f = RamFlash::new_nand(64 * 1024, 128, 2048);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
+    let a = fs.create(ROOT_INO, b"hot", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+    let block = [9u8; 4096];
+    for _ in 0..2000 {
+        fs.write(a.ino, 0, &block, ts(2)).unwrap();
+    }
+    fs.fsync(a.ino).unwrap();
+    let fs = Fs::mount(fs.into_flash(), opts).map_err(|e| e.0).unwrap();
+    let replayed = fs.stats().replayed;
+    // 256 KiB of log at most: about 60 data records and their inode updates
+    assert!(replayed <= 140, "replayed {replayed} records");
+}
