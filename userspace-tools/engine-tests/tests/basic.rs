@@ -255,3 +255,50 @@ fn statfs_and_stats() {
     assert!(st.programmed_bytes > 0);
     assert!(st.checkpoints >= 1);
 }
+
+#[test]
+fn rename_edge_cases_keep_fsck_clean() {
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let a = fs.mkdir(ROOT_INO, b"a", 0o755, 0, 0, ts(1)).unwrap();
+    let b = fs.mkdir(ROOT_INO, b"b", 0o755, 0, 0, ts(1)).unwrap();
+    let sub = fs.mkdir(a.ino, b"sub", 0o755, 0, 0, ts(1)).unwrap();
+    let f = fs.create(b.ino, b"f", &reg(0o644), ts(1)).unwrap();
+    // exchange a directory in a/ with a file in b/
+    fs.rename(a.ino, b"sub", b.ino, b"f", RENAME_EXCHANGE, ts(2)).unwrap();
+    assert_eq!(fs.lookup(a.ino, b"sub").unwrap().ino, f.ino);
+    assert_eq!(fs.lookup(b.ino, b"f").unwrap().ino, sub.ino);
+    assert_eq!(fs.getattr(sub.ino).unwrap().parent, b.ino);
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 3);
+    assert_consistent(&mut fs);
+    // overwrite an empty directory in another directory with a directory
+    let e = fs.mkdir(a.ino, b"empty", 0o755, 0, 0, ts(3)).unwrap();
+    fs.rename(b.ino, b"f", a.ino, b"empty", 0, ts(3)).unwrap();
+    fs.evict(e.ino).unwrap();
+    assert_eq!(fs.lookup(a.ino, b"empty").unwrap().ino, sub.ino);
+    assert_eq!(fs.getattr(e.ino).unwrap_err(), Error::NotFound);
+    assert_consistent(&mut fs);
+    // a directory holding only a symlink is not empty
+    fs.symlink(sub.ino, b"l", b"x", 0, 0, ts(4)).unwrap();
+    assert_eq!(fs.rmdir(a.ino, b"empty", ts(4)).unwrap_err(), Error::NotEmpty);
+    // overwriting a non-empty directory fails, a file onto a directory fails
+    let d2 = fs.mkdir(ROOT_INO, b"d2", 0o755, 0, 0, ts(5)).unwrap();
+    assert_eq!(fs.rename(ROOT_INO, b"d2", a.ino, b"empty", 0, ts(5)).unwrap_err(), Error::NotEmpty);
+    assert_eq!(fs.rename(a.ino, b"sub", ROOT_INO, b"d2", 0, ts(5)).unwrap_err(), Error::IsDir);
+    assert_eq!(fs.rename(ROOT_INO, b"d2", a.ino, b"sub", 0, ts(5)).unwrap_err(), Error::NotDir);
+    // moving a directory under itself fails; exchanging with its own descendant fails
+    assert_eq!(fs.rename(ROOT_INO, b"a", sub.ino, b"x", 0, ts(6)).unwrap_err(), Error::Invalid);
+    assert_eq!(fs.rename(ROOT_INO, b"a", a.ino, b"empty", RENAME_EXCHANGE, ts(6)).unwrap_err(), Error::Invalid);
+    // hard links across directories, then rename one link over the other (no-op)
+    fs.link(f.ino, d2.ino, b"g", ts(7)).unwrap();
+    fs.rename(a.ino, b"sub", d2.ino, b"g", 0, ts(7)).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 2);
+    assert!(fs.lookup(a.ino, b"sub").is_ok());
+    // exchange of a name with a missing target
+    assert_eq!(fs.rename(a.ino, b"sub", d2.ino, b"none", RENAME_EXCHANGE, ts(8)).unwrap_err(), Error::NotFound);
+    assert_eq!(fs.rename(a.ino, b"sub", d2.ino, b"none", RENAME_EXCHANGE | RENAME_NOREPLACE, ts(8)).unwrap_err(), Error::Invalid);
+    assert_consistent(&mut fs);
+    let mut fs = remount(fs);
+    assert_consistent(&mut fs);
+    assert_eq!(fs.lookup(d2.ino, b"g").unwrap().ino, f.ino);
+}
