@@ -141,10 +141,10 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
     let mut seen: HashMap<u64, (Inode, u32, u32)> = HashMap::new();
     seen.insert(ROOT_INO, (root, 0, 0));
     let mut dirs_done: HashSet<u64> = HashSet::new();
-    let mut queue: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
-    queue.push_back((ROOT_INO, b"/".to_vec()));
+    let mut queue: VecDeque<(u64, u64, Vec<u8>)> = VecDeque::new();
+    queue.push_back((ROOT_INO, ROOT_INO, b"/".to_vec()));
     let mut buf = vec![0u8; 1 << 20];
-    while let Some((dino, dpath)) = queue.pop_front() {
+    while let Some((dino, parent, dpath)) = queue.pop_front() {
         if !dirs_done.insert(dino) {
             ck.problem(format!("directory {} (inode {dino}) is reachable by more than one path", show_name(&dpath)));
             continue;
@@ -158,9 +158,11 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
         };
         // ".." must name the parent
         match fs.lookup(dino, b"..") {
-            Ok(p) if dino == ROOT_INO && p.ino != ROOT_INO => {
-                ck.problem(format!("the root's parent is inode {}, not itself", p.ino))
-            }
+            Ok(p) if p.ino != parent => ck.problem(format!(
+                "directory {}: '..' is inode {}, but the directory is held by inode {parent}",
+                show_name(&dpath),
+                p.ino
+            )),
             Ok(_) => {}
             Err(e) => ck.problem(format!("directory {}: '..' cannot be resolved: {}", show_name(&dpath), errno_name(e))),
         }
@@ -215,7 +217,7 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
                         child.parent
                     ));
                 }
-                queue.push_back((child.ino, path.clone()));
+                queue.push_back((child.ino, dino, path.clone()));
             }
             if !first {
                 continue;
