@@ -323,3 +323,24 @@ fn nandsim_power_cuts_more_seeds() {
         assert!(enumerate(prepare(small_nand(20 + seed)), 1000 + seed, plan, &format!("nand seed {seed}")) > 100);
     }
 }
+
+/// Soak: many workload seeds and cut plans. `FERROFS_SOAK_SEEDS=N cargo test --release -- --ignored soak`.
+#[test]
+#[ignore]
+fn soak_power_cuts() {
+    let n: u64 = std::env::var("FERROFS_SOAK_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let mut total = 0;
+    for seed in 0..n {
+        let plan = CutPlan {
+            effect: [CutEffect::Torn, CutEffect::NotDone, CutEffect::Done][(seed % 3) as usize],
+            fill: if seed % 2 == 0 { TornFill::Random } else { TornFill::Unwritten },
+            ..CutPlan::default()
+        };
+        total += if seed % 4 == 3 {
+            enumerate(prepare(small_block(seed, seed % 8 == 7)), 5000 + seed, plan, &format!("block seed {seed}"))
+        } else {
+            enumerate(prepare(small_nand(100 + seed)), 5000 + seed, plan, &format!("nand seed {seed}"))
+        };
+    }
+    eprintln!("soak: {total} power cuts verified");
+}
