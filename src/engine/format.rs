@@ -356,6 +356,12 @@ impl Inode {
     pub fn file_type(&self) -> Option<FileType> {
         FileType::from_mode(self.mode)
     }
+    /// `st_blocks` estimate in 512-byte units: the size rounded up to whole 4 KiB blocks
+    /// (holes are not subtracted).
+    pub fn blocks_512(&self) -> u64 {
+        self.size.div_ceil(u64::from(BLOCK_SIZE)).saturating_mul(u64::from(BLOCK_SIZE) / 512)
+    }
+
     /// Whether this is a directory.
     pub fn is_dir(&self) -> bool {
         self.mode & S_IFMT == S_IFDIR
