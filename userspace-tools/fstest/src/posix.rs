@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc::{
     EACCES, EBADF, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENODATA, ENOENT, ENOTDIR,
@@ -137,9 +138,29 @@ fn list_all(fd: &Fd) -> R<Vec<sys::Dirent>> {
     Ok(out)
 }
 
-/// Waits until a following inode update must get a timestamp later than those of `s`.
+/// Timestamp granularity of the filesystem under test in ns (measured by the times group).
+static GRAN_NS: AtomicU64 = AtomicU64::new(1);
+
+fn ts_add(t: Ts, ns: u64) -> Ts {
+    let total = u64::from(t.nsec) + ns;
+    Ts { sec: t.sec + (total / 1_000_000_000) as i64, nsec: (total % 1_000_000_000) as u32 }
+}
+
+/// `t` rounded down to the filesystem's timestamp granularity.
+fn ts_trunc(t: Ts) -> Ts {
+    let g = GRAN_NS.load(Ordering::Relaxed).max(1);
+    if g >= 1_000_000_000 {
+        Ts { sec: t.sec, nsec: 0 }
+    } else {
+        Ts { sec: t.sec, nsec: t.nsec - t.nsec % g as u32 }
+    }
+}
+
+/// Waits until a following inode update must get a timestamp later than those of `s`, even
+/// after the filesystem rounds it down to its granularity.
 fn tick(s: &Statx) {
-    sys::wait_clock_past(s.ctime.max(s.mtime).max(s.atime));
+    let g = GRAN_NS.load(Ordering::Relaxed).max(1);
+    sys::wait_clock_past(ts_add(s.ctime.max(s.mtime).max(s.atime), g - 1));
 }
 
 fn join(a: &Path, name: &[u8]) -> PathBuf {
@@ -566,7 +587,10 @@ fn g_mknod(r: &mut Report, cx: &Ctx) {
             r.eq(&format!("{name}: rdev round trip (stat)"), *dev, s.st_rdev);
             r.eq(&format!("{name}: rdev round trip (statx)"), *dev, sx(&p).rdev);
         }
-        r.eq(&format!("{name}: size 0"), 0, s.st_size);
+        if *t != S_IFCHR && *t != S_IFBLK {
+            // POSIX leaves st_size of devices unspecified (UBIFS reports 4).
+            r.eq(&format!("{name}: size 0"), 0, s.st_size);
+        }
     }
     r.err("mknod over existing name", sys::mknod(d.join("n0"), S_IFIFO | 0o644, 0), EEXIST);
     r.ok("open fifo O_RDONLY|O_NONBLOCK", sys::open(d.join("n0"), O_RDONLY | libc::O_NONBLOCK, 0));
@@ -657,6 +681,13 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     let f = d.join("f");
     touch(&f);
     let set = |a: TimeSpec, m: TimeSpec| sys::utimens(&f, Some((a, m)), false);
+    // Granularity: store a time with all nanosecond digits set and see which survive. The exact
+    // round-trip checks below still demand 1 ns; the update-rule checks adapt to it.
+    must(set(TimeSpec::At(1_000_000_000, 999_999_999), TimeSpec::At(1_000_000_000, 999_999_999)), "utimensat");
+    let kept = sx(&f).mtime.nsec;
+    let gran = (0..=9u32).map(|k| 10u64.pow(k)).find(|&g| u64::from(kept) == 999_999_999 / g * g).unwrap_or(1_000_000_000);
+    GRAN_NS.store(gran, Ordering::Relaxed);
+    r.note(format!("timestamp granularity {gran} ns"));
     // Exact nanosecond round trips.
     for (name, a, m) in [
         ("ns timestamps", (1_000_000_000i64, 123_456_789i64), (1_500_000_000i64, 987_654_321i64)),
@@ -676,14 +707,14 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     r.eq("... atime unchanged, mtime set", (Ts { sec: 1_000_000_000, nsec: 111 }, Ts { sec: 1_200_000_000, nsec: 5 }), (s.atime, s.mtime));
     r.ok("utimensat UTIME_OMIT both", set(TimeSpec::Omit, TimeSpec::Omit));
     r.eq("... unchanged", (s.atime, s.mtime), (sx(&f).atime, sx(&f).mtime));
-    let before = sys::coarse_now();
+    let before = ts_trunc(sys::coarse_now());
     r.ok("utimensat UTIME_NOW mtime", set(TimeSpec::Omit, TimeSpec::Now));
     let after = sys::now();
     let s2 = sx(&f);
     r.check("... mtime now", s2.mtime >= before && s2.mtime <= after, format!("in [{before}, {after}]"), s2.mtime);
     r.eq("... atime unchanged", s.atime, s2.atime);
     r.check("... ctime now", s2.ctime >= before && s2.ctime <= after, format!("in [{before}, {after}]"), s2.ctime);
-    let before = sys::coarse_now();
+    let before = ts_trunc(sys::coarse_now());
     r.ok("utimensat NULL (both now)", sys::utimens(&f, None, false));
     let s3 = sx(&f);
     let after = sys::now();
@@ -1685,7 +1716,7 @@ fn g_statfs(r: &mut Report, cx: &Ctx) {
     must(fd.syncfs(), "syncfs");
     let s1 = must(sys::statfs(&d), "statfs");
     let free1 = (s1.f_bfree as u64) * s1.f_bsize as u64;
-    r.check("free space drops by >= 3 MiB after writing 4 MiB + syncfs", free1 + 3 * MIB <= free0, format!("<= {}", free0 - 3 * MIB), free1);
+    r.check("free space drops by >= 2 MiB after writing 4 MiB + syncfs", free1 + 2 * MIB <= free0, format!("<= {}", free0 - 2 * MIB), free1);
     drop(fd);
     must(sys::unlink(&f), "unlink");
     must(sys::syncfs_path(&d), "sync");

@@ -129,6 +129,19 @@ pub struct Report {
     pub quiet: bool,
 }
 
+/// Long values (sets, buffers) are cut so that one FAIL stays one readable line.
+fn clip(s: String) -> String {
+    const MAX: usize = 300;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} chars)", &s[..end], s.len())
+}
+
 fn out(line: &str) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{line}");
@@ -151,7 +164,7 @@ impl Report {
     pub fn fail(&mut self, name: &str, expected: impl Display, got: impl Display) {
         self.failed += 1;
         G_FAILED.fetch_add(1, Ordering::Relaxed);
-        out(&format!("FAIL - {}{} (expected {}, got {})", self.prefix, name, expected, got));
+        out(&format!("FAIL - {}{} (expected {}, got {})", self.prefix, name, clip(expected.to_string()), clip(got.to_string())));
     }
 
     pub fn skip(&mut self, name: &str, why: impl Display) {
