@@ -3,11 +3,30 @@
 # Prints "guest: N passed, N failed" last; exits non-zero if any suite failed or did not report.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-suites=(${FERROFS_SUITES:-$(grep -vE '^\s*(#|$)' tests/vm/SUITES)})
+# Each line of tests/vm/SUITES: NAME [run-guest options]. "--disk @LABEL:SIZE" attaches a fresh
+# sparse host file build/disks/LABEL.img of SIZE; a later "--disk @LABEL" reuses it (the same
+# "device" across a guest reset).
+mapfile -t lines < <(grep -vE '^\s*(#|$)' tests/vm/SUITES)
+if [ -n "${FERROFS_SUITES:-}" ]; then
+  mapfile -t lines < <(for n in $FERROFS_SUITES; do grep -E "^$n(\s|$)" tests/vm/SUITES || echo "$n"; done)
+fi
+mkdir -p build/disks
 passed=0; failed=0
-for s in "${suites[@]}"; do
+for line in "${lines[@]}"; do
+  read -r -a words <<<"$line"
+  s="${words[0]}"
+  opts=()
+  for w in "${words[@]:1}"; do
+    case "$w" in
+      @*:*) label="${w#@}"; size="${label#*:}"; label="${label%%:*}"
+            rm -f "build/disks/$label.img"; truncate -s "$size" "build/disks/$label.img"
+            opts+=("build/disks/$label.img") ;;
+      @*) opts+=("build/disks/${w#@}.img") ;;
+      *) opts+=("$w") ;;
+    esac
+  done
   log="build/logs/$s.log"
-  qemu/run-guest.sh --log "$log" "$s"
+  qemu/run-guest.sh --log "$log" "${opts[@]}" "$s"
   rc=$?
   line="$(grep -aE '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)"
   if [ -z "$line" ]; then

@@ -30,6 +30,9 @@ pub const MTD_UBIVOLUME: u8 = 7;
 pub const MTD_MLCNANDFLASH: u8 = 8;
 /// `MTD_WRITEABLE` flag.
 pub const MTD_WRITEABLE: u32 = 0x400;
+/// The smallest write unit ferrofs uses on bit-programmable MTDs (NOR, RAM, block2mtd); the
+/// kernel module uses the same.
+pub const MIN_WRITE_UNIT: u32 = 512;
 /// `MTD_NO_ERASE` flag.
 pub const MTD_NO_ERASE: u32 = 0x1000;
 
@@ -52,7 +55,10 @@ pub struct MtdInfo {
 
 impl MtdInfo {
     /// The ferrofs geometry of this MTD, or a clear error when ferrofs cannot use it
-    /// (absent, ROM or UBI volume; read-only while `writable` is asked; no erase; bad sizes).
+    /// (absent, ROM or UBI volume; read-only while `writable` is asked; bad sizes).
+    /// `MTD_NO_ERASE` (RAM-like devices such as block2mtd and mtdram) means that erasing is not
+    /// needed, not that it is impossible: such devices are used like NOR. On bit-programmable
+    /// media (NOR, RAM) the write unit is at least 512 bytes, as in the kernel module.
     pub fn geometry(&self, writable: bool) -> Result<Geometry> {
         let kind = match self.mtd_type {
             MTD_NANDFLASH | MTD_MLCNANDFLASH => FlashKind::Nand,
@@ -66,9 +72,6 @@ impl MtdInfo {
         };
         if writable && self.flags & MTD_WRITEABLE == 0 {
             return Err(Error::WrongDeviceKind("the MTD device is read-only".into()));
-        }
-        if self.flags & MTD_NO_ERASE != 0 {
-            return Err(Error::WrongDeviceKind("the MTD device cannot be erased".into()));
         }
         if self.erase_size == 0 || self.write_size == 0 || self.size == 0 {
             return Err(Error::InvalidGeometry(format!(
@@ -86,8 +89,8 @@ impl MtdInfo {
             kind,
             segment_size: self.erase_size,
             segment_count: self.size / self.erase_size,
-            write_unit: self.write_size,
-            preferred_write: self.write_size,
+            write_unit: if kind == FlashKind::Nor { self.write_size.max(MIN_WRITE_UNIT) } else { self.write_size },
+            preferred_write: if kind == FlashKind::Nor { self.write_size.max(MIN_WRITE_UNIT) } else { self.write_size },
         })
     }
 }
@@ -355,8 +358,10 @@ mod tests {
         let ro = MtdInfo { flags: 0, ..nand_info() };
         assert!(matches!(ro.geometry(true), Err(Error::WrongDeviceKind(_))));
         assert!(ro.geometry(false).is_ok());
-        let no_erase = MtdInfo { flags: MTD_WRITEABLE | MTD_NO_ERASE, ..nand_info() };
-        assert!(no_erase.geometry(true).is_err());
+        // block2mtd and mtdram: RAM type, MTD_NO_ERASE, 1-byte writes: usable, 512-byte units.
+        let ram = MtdInfo { mtd_type: MTD_RAM, flags: MTD_WRITEABLE | MTD_NO_ERASE, write_size: 1, ..nand_info() };
+        let g = ram.geometry(true).expect("block2mtd-like device");
+        assert_eq!((g.kind, g.write_unit), (FlashKind::Nor, 512));
         for bad in [
             MtdInfo { erase_size: 0, ..nand_info() },
             MtdInfo { write_size: 0, ..nand_info() },
