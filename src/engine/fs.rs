@@ -303,7 +303,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             in_checkpoint: false,
             pinned: P::Vec::new(),
         };
-        if ro {
+        if ro && !opts.read_only {
+            // unknown read-only-compatible features: only a read-only mount is safe
             return Err((Error::ReadOnly, eng.log.flash));
         }
         match eng.mount_inner() {

@@ -302,3 +302,26 @@ fn rename_edge_cases_keep_fsck_clean() {
     assert_consistent(&mut fs);
     assert_eq!(fs.lookup(d2.ino, b"g").unwrap().ino, f.ino);
 }
+
+#[test]
+fn mount_refuses_blank_and_foreign_media_and_bad_geometry() {
+    let blank = RamFlash::new_nand(64 * 1024, 64, 2048);
+    let r = Fs::mount(blank, Default::default());
+    assert_eq!(r.err().map(|e| e.0), Some(Error::BadFormat));
+    let tiny = RamFlash::new_nand(4096, 64, 2048);
+    let r = Fs::format(tiny, &Default::default(), ts(0));
+    assert_eq!(r.err().map(|e| e.0), Some(Error::Invalid));
+    let few = RamFlash::new_nand(64 * 1024, 8, 2048);
+    assert_eq!(Fs::format(few, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::Invalid));
+    // a medium formatted with another geometry is refused
+    let f = RamFlash::new_nand(64 * 1024, 64, 2048);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut other = RamFlash::new_nand(64 * 1024, 64, 512);
+    let raw = f.raw().to_vec();
+    for (i, b) in raw.iter().enumerate().take(64 * 1024 * 4) {
+        if *b != 0xFF {
+            other.flip((i / (64 * 1024)) as u32, (i % (64 * 1024)) as u32, !*b);
+        }
+    }
+    assert_eq!(Fs::mount(other, Default::default()).err().map(|e| e.0), Some(Error::BadFormat));
+}
