@@ -131,5 +131,7 @@ void ferrofs_folio_start_writeback(struct folio *folio) { folio_start_writeback(
 void ferrofs_folio_end_writeback(struct folio *folio) { folio_end_writeback(folio); }
 void ferrofs_mapping_set_gfp_nofs(struct address_space *m) { mapping_set_gfp_mask(m, GFP_NOFS); }
 void ferrofs_folio_clear_uptodate(struct folio *folio) { folio_clear_uptodate(folio); }
+struct folio *ferrofs_readahead_folio(struct readahead_control *rac) { return readahead_folio(rac); }
+struct inode *ferrofs_readahead_inode(struct readahead_control *rac) { return rac->mapping->host; }
 void ferrofs_mapping_set_error(struct address_space *m, int err) { mapping_set_error(m, err); }
 int ferrofs_filemap_write_and_wait(struct address_space *m) { return filemap_write_and_wait(m); }

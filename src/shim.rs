@@ -5,7 +5,7 @@
 use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
-    kmem_cache, kstatfs, mtd_info, seq_file, super_block, xattr_handler,
+    kmem_cache, kstatfs, mtd_info, readahead_control, seq_file, super_block, xattr_handler,
 };
 
 /// `fill_super` callback type taken by `get_tree_mtd`.
@@ -78,6 +78,8 @@ extern "C" {
     pub(crate) fn ferrofs_inode_cache_create(size: c_uint, ctor: unsafe extern "C" fn(*mut c_void)) -> *mut kmem_cache;
     pub(crate) fn ferrofs_alloc_inode_sb(sb: *mut super_block, cache: *mut kmem_cache) -> *mut c_void;
     pub(crate) fn ferrofs_folio_clear_uptodate(f: *mut folio);
+    pub(crate) fn ferrofs_readahead_folio(rac: *mut readahead_control) -> *mut folio;
+    pub(crate) fn ferrofs_readahead_inode(rac: *mut readahead_control) -> *mut inode;
     pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
     pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;

@@ -360,6 +360,7 @@ static OPS: Ops = Ops {
     }),
     aops: Table(bindings::address_space_operations {
         read_folio: Some(read_folio),
+        readahead: Some(readahead),
         writepages: Some(writepages),
         dirty_folio: Some(bindings::filemap_dirty_folio),
         write_begin: Some(write_begin),
@@ -1315,10 +1316,20 @@ unsafe fn folio_bytes<'a>(folio: *mut bindings::folio) -> &'a mut [u8] {
 /// `folio` must be a locked folio of `inode`'s mapping.
 unsafe fn fill_folio(inode: *mut bindings::inode, folio: *mut bindings::folio) -> Result {
     // SAFETY: per the contract.
+    unsafe { fill_folio_locked(&mut isbi(inode).lock(), inode, folio) }
+}
+
+/// `fill_folio` with the engine already locked.
+///
+/// # Safety
+///
+/// As for `fill_folio`.
+unsafe fn fill_folio_locked(fs: &mut Fs, inode: *mut bindings::inode, folio: *mut bindings::folio) -> Result {
+    // SAFETY: per the contract.
     unsafe {
         let pos = shim::ferrofs_folio_pos(folio) as u64;
         let buf = folio_bytes(folio);
-        let n = isbi(inode).lock().read((*inode).i_ino as u64, pos, buf).map_err(kerr)?;
+        let n = fs.read((*inode).i_ino as u64, pos, buf).map_err(kerr)?;
         if let Some(rest) = buf.get_mut(n..) {
             rest.fill(0);
         }
@@ -1335,6 +1346,25 @@ unsafe extern "C" fn read_folio(_file: *mut bindings::file, folio: *mut bindings
     match ret {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
+    }
+}
+
+/// Readahead: fill the batch of locked folios under one engine lock. A folio that cannot be
+/// read stays not-uptodate; `read_folio` then reports the error to the reader.
+unsafe extern "C" fn readahead(rac: *mut bindings::readahead_control) {
+    // SAFETY: VFS readahead contract: `rac` describes locked folios of a ferrofs file; each
+    // folio handed out by `readahead_folio` is locked and ours to unlock.
+    unsafe {
+        let inode = shim::ferrofs_readahead_inode(rac);
+        let mut fs = isbi(inode).lock();
+        loop {
+            let folio = shim::ferrofs_readahead_folio(rac);
+            if folio.is_null() {
+                break;
+            }
+            let _ = fill_folio_locked(&mut fs, inode, folio);
+            shim::ferrofs_folio_unlock(folio);
+        }
     }
 }
 
