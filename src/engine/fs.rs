@@ -1087,7 +1087,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let short = u64::from(self.log.free_count()).saturating_mul(4) < main;
             let cheap = u64::from(si.live).saturating_mul(2) <= u64::from(self.sb.segment_size);
             let special = si.flags & SEG_SCRUB != 0 || self.wear_spread() > self.opts.wear_threshold;
-            if !special && !(short && cheap) {
+            if !(special || (short && cheap)) {
                 return Ok(false);
             }
         }

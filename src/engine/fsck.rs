@@ -132,11 +132,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut refs: P::Vec<Ref> = P::Vec::new();
         let mut orphans: P::Vec<u64> = P::Vec::new();
         let mut from = Key::default();
-        loop {
-            let key = match self.idx_next(&from)? {
-                Some((k, _)) => k,
-                None => break,
-            };
+        while let Some((key, _)) = self.idx_next(&from)? {
             from = match key.key.checked_add(1) {
                 Some(n) => Key::new(key.ino, key.kind, n),
                 None => match key.kind.checked_add(1) {
