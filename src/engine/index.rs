@@ -531,6 +531,7 @@ impl<P: Platform> Tree<P> {
             self.free_slot(s);
             s = parent;
         }
+        self.merge_up(io, s)?;
         // collapse a root with one child
         while let Some(Ptr::Mem(r)) = self.root {
             let (level, len) = {
@@ -556,6 +557,58 @@ impl<P: Platform> Tree<P> {
             self.root_level = level.saturating_sub(1);
         }
         Ok(Some(old))
+    }
+
+    /// Merge under-full node `s` (fewer than a quarter of the entries) with a neighbour when
+    /// both fit in one node, then continue with the parent. Keeps a tree that shrank from
+    /// wasting flash and cache on nearly empty nodes.
+    fn merge_up(&mut self, io: &mut dyn NodeIo, mut s: u32) -> Result<()> {
+        loop {
+            let (len, parent) = {
+                let n = self.node(s)?;
+                (n.entries.len(), n.parent)
+            };
+            if parent == NONE || len.saturating_mul(4) >= MAX_ENTRIES {
+                return Ok(());
+            }
+            let (pos, plen) = {
+                let p = self.node(parent)?;
+                let pos = p.entries.as_slice().iter().position(|e| e.ptr == Ptr::Mem(s)).ok_or(Error::Corrupt)?;
+                (pos, p.entries.len())
+            };
+            let (li, ri) = if pos.saturating_add(1) < plen {
+                (pos, pos + 1)
+            } else if pos > 0 {
+                (pos - 1, pos)
+            } else {
+                return Ok(());
+            };
+            let l = self.child(io, parent, li)?;
+            let r = self.child(io, parent, ri)?;
+            let (ll, rl) = (self.node(l)?.entries.len(), self.node(r)?.entries.len());
+            if ll.saturating_add(rl) > MAX_ENTRIES {
+                return Ok(());
+            }
+            self.mark_dirty(io, l)?;
+            self.mark_dirty(io, r)?;
+            // copy first, so that a failed allocation leaves both nodes intact
+            for i in 0..rl {
+                let e = *self.node(r)?.entries.as_slice().get(i).ok_or(Error::Corrupt)?;
+                if let Err(err) = self.node_mut(l)?.entries.try_push(e) {
+                    self.node_mut(l)?.entries.truncate(ll);
+                    return Err(err);
+                }
+            }
+            for i in 0..rl {
+                let e = *self.node(r)?.entries.as_slice().get(i).ok_or(Error::Corrupt)?;
+                if let Ptr::Mem(c) = e.ptr {
+                    self.node_mut(c)?.parent = l;
+                }
+            }
+            let _ = self.node_mut(parent)?.entries.remove_at(ri);
+            self.free_slot(r);
+            s = parent;
+        }
     }
 
     fn free_slot(&mut self, s: u32) {

@@ -112,3 +112,52 @@ fn tree_matches_model_with_eviction_and_reloads() {
     assert_eq!(seen, io.live.len(), "live node records vs tree nodes");
     assert!(io.reads > 1000, "evictions forced reloads: {}", io.reads);
 }
+
+#[test]
+fn tree_shrinks_after_mass_deletion() {
+    let mut rng = Rng::new(5);
+    let mut io = Store::default();
+    let mut tree: Tree<StdPlatform> = Tree::new(64);
+    let mut model: BTreeMap<Key, Loc> = BTreeMap::new();
+    for k in 0..20_000u64 {
+        tree.insert(&mut io, key(k), val(k, 1)).unwrap();
+        model.insert(key(k), val(k, 1));
+        if tree.needs_commit() {
+            tree.commit(&mut io).unwrap();
+        }
+    }
+    tree.commit(&mut io).unwrap();
+    let count_nodes = |tree: &mut Tree<StdPlatform>, io: &mut Store| {
+        let mut n = 0;
+        tree.walk(io, &mut |_, is_node| {
+            if is_node {
+                n += 1;
+            }
+        })
+        .unwrap();
+        n
+    };
+    let before = count_nodes(&mut tree, &mut io);
+    for k in 0..20_000u64 {
+        if rng.below(20) != 0 {
+            tree.remove(&mut io, &key(k)).unwrap();
+            model.remove(&key(k));
+            if tree.needs_commit() {
+                tree.commit(&mut io).unwrap();
+            }
+        }
+    }
+    tree.commit(&mut io).unwrap();
+    let after = count_nodes(&mut tree, &mut io);
+    eprintln!("nodes: {before} for 20000 keys, {after} for {} keys", model.len());
+    assert!(after * 8 < before, "tree did not shrink: {before} -> {after}");
+    assert_eq!(io.live.len(), after, "live node records");
+    let mut from = Key::default();
+    let mut n = 0;
+    while let Some((k, v)) = tree.next(&mut io, &from).unwrap() {
+        assert_eq!(model.get(&k), Some(&v));
+        n += 1;
+        from = Key::new(k.ino, k.kind, k.key + 1);
+    }
+    assert_eq!(n, model.len());
+}
