@@ -344,3 +344,44 @@ fn soak_power_cuts() {
     }
     eprintln!("soak: {total} power cuts verified");
 }
+
+#[test]
+fn nandsim_churn_with_random_bitflips() {
+    let f = prepare(small_nand(31));
+    let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+    fs.flash().set_bitflip_rate(20_000); // 2 % of page reads need ECC correction
+    let mut rng = Rng::new(32);
+    let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
+    for i in 0..5 {
+        let a = fs.create(ROOT_INO, format!("c{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
+        model.push((a.ino, Vec::new()));
+    }
+    for step in 0..600 {
+        let k = rng.below(model.len() as u64) as usize;
+        let (ino, content) = &mut model[k];
+        let off = rng.below(30_000) as usize;
+        let len = 1 + rng.below(5000) as usize;
+        let mut d = vec![0u8; len];
+        rng.fill(&mut d);
+        fs.write(*ino, off as u64, &d, ts(3)).unwrap();
+        if content.len() < off + len {
+            content.resize(off + len, 0);
+        }
+        content[off..off + len].copy_from_slice(&d);
+        if step % 10 == 0 {
+            fs.gc_step(true).unwrap();
+        }
+        if step % 150 == 149 {
+            let f = fs.unmount().map_err(|e| e.0).unwrap();
+            fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
+        }
+    }
+    let st = fs.stats();
+    assert!(st.gc_records > 0, "scrubbing moved records: {st:?}");
+    ferrofs_engine_tests::assert_fsck(&mut fs);
+    for (ino, content) in &model {
+        let mut b = vec![0u8; content.len()];
+        fs.read(*ino, 0, &mut b).unwrap();
+        assert!(b == *content);
+    }
+}
