@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::format::{CP_HDR_SIZE, SEGINFO_SIZE, S_IFREG};
 use ferrofs_engine::std_platform::StdEngine;
 use ferrofs_engine::{CreateArgs, Error, FormatOptions, MountOptions, Timespec, ROOT_INO};
 use ferrofs_flashsim::{Counters, NandConfig, NandSim};
@@ -93,12 +93,25 @@ fn now(op: u64) -> Timespec {
 
 /// A fresh simulator of `device_mib` MiB with 2 KiB pages and 128 KiB erase blocks, formatted
 /// and mounted.
-pub fn fresh_fs(device_mib: u32, seed: u64) -> Result<Fs> {
+pub fn fresh_fs(device_mib: u32, seed: u64, cache_nodes: usize) -> Result<Fs> {
     let blocks = device_mib.saturating_mul((MIB / u64::from(SEGMENT_SIZE)) as u32);
     let cfg = NandConfig { seed, ..NandConfig::with_layout(PAGE_SIZE, PAGES_PER_BLOCK, blocks) };
     let sim = NandSim::new(cfg).map_err(|e| BenchError::Sim(e.to_string()))?;
     let sim = Fs::format(sim, &FormatOptions::default(), now(0)).map_err(|(e, _)| BenchError::Engine("format", e))?;
-    Fs::mount(sim, MountOptions::default()).map_err(|(e, _)| BenchError::Engine("first mount", e))
+    Fs::mount(sim, mount_opts(cache_nodes)).map_err(|(e, _)| BenchError::Engine("first mount", e))
+}
+
+/// Mount options of the benchmark: the defaults, with `cache_nodes` index nodes cached (0 = default).
+pub fn mount_opts(cache_nodes: usize) -> MountOptions {
+    let d = MountOptions::default();
+    MountOptions { cache_nodes: if cache_nodes == 0 { d.cache_nodes } else { cache_nodes }, ..d }
+}
+
+/// Bytes of one checkpoint slot on a device of `segments` segments with `write_unit`-byte pages
+/// (docs/format.md section 4: the blob rounded up to the write unit).
+pub fn checkpoint_slot_bytes(segments: u32, write_unit: u32) -> u64 {
+    let blob = (CP_HDR_SIZE + segments as usize * SEGINFO_SIZE) as u64;
+    blob.div_ceil(u64::from(write_unit)) * u64::from(write_unit)
 }
 
 fn counters(fs: &mut Fs) -> Counters {
@@ -156,6 +169,8 @@ pub struct WaConfig {
     pub file_size: u64,
     /// Random seed.
     pub seed: u64,
+    /// Index nodes cached by the engine (`MountOptions::cache_nodes`; 0 = the default).
+    pub cache_nodes: usize,
 }
 
 /// Results of one write-amplification experiment.
@@ -200,6 +215,8 @@ pub struct WaResult {
     /// The rest beyond 1 + GC copies: record headers, inode updates, index nodes, checkpoints,
     /// padding: `wa - 1 - wa_gc_copy`.
     pub wa_metadata: f64,
+    /// Part of `wa_metadata` due to checkpoint blobs: checkpoints x slot size / user bytes.
+    pub wa_checkpoint_blobs: f64,
     /// Overwrites refused with ENOSPC in the window (should be 0).
     pub enospc: u64,
     /// Wall-clock seconds of warm-up + measurement.
@@ -277,7 +294,7 @@ fn fill_files(fs: &mut Fs, target: u64, file_size: u64, op: &mut u64, rng: &mut 
 
 /// Runs one write-amplification experiment.
 pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
-    let mut fs = fresh_fs(cfg.device_mib, cfg.seed)?;
+    let mut fs = fresh_fs(cfg.device_mib, cfg.seed, cfg.cache_nodes)?;
     let mut rng = Rng::new(cfg.seed ^ 0xA5A5_5A5A);
     let mut op = 0u64;
     let cap = fs.statfs().blocks * u64::from(fs.statfs().block_size);
@@ -352,6 +369,11 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
         checkpoints: s1.checkpoints.saturating_sub(s0.checkpoints),
         wa_gc_copy: ratio(s1.gc_bytes.saturating_sub(s0.gc_bytes), user),
         wa_metadata: ratio(d.bytes_programmed, user) - 1.0 - ratio(s1.gc_bytes.saturating_sub(s0.gc_bytes), user),
+        wa_checkpoint_blobs: ratio(
+            s1.checkpoints.saturating_sub(s0.checkpoints)
+                * checkpoint_slot_bytes((device / u64::from(SEGMENT_SIZE)) as u32, PAGE_SIZE),
+            user,
+        ),
         enospc,
         seconds,
         wear_spread: c1.wear_spread(),
@@ -455,7 +477,7 @@ fn mount_workload(fs: &mut Fs, cfg: &MountConfig, run: RunLength) -> Result<Moun
     loop {
         match run {
             RunLength::Ops(n) if ops >= n => break,
-            RunLength::Seconds(s) if ops % 64 == 0 && start.elapsed() >= Duration::from_secs_f64(s) => break,
+            RunLength::Seconds(s) if ops.is_multiple_of(64) && start.elapsed() >= Duration::from_secs_f64(s) => break,
             _ => {}
         }
         ops += 1;
@@ -505,7 +527,7 @@ fn mount_workload(fs: &mut Fs, cfg: &MountConfig, run: RunLength) -> Result<Moun
                 Err(e) => return Err(BenchError::Engine("mount workload unlink", e)),
             }
         }
-        if ops % 256 == 0 {
+        if ops.is_multiple_of(256) {
             if let Some(ino) = last_ino.take() {
                 // fsync writes out every head: everything written so far is durable
                 fs.fsync(ino).map_err(|e| BenchError::Engine("fsync", e))?;
@@ -582,12 +604,12 @@ fn timed_mount(case: &str, cfg: &MountConfig, w: &MountWorkload, mut sim: NandSi
 /// unmount: whatever it had not written is lost), then the same workload (same operations)
 /// then a clean unmount; each is followed by a timed mount.
 pub fn run_mount(cfg: &MountConfig) -> Result<Vec<MountResult>> {
-    let mut fs = fresh_fs(cfg.device_mib, cfg.seed)?;
+    let mut fs = fresh_fs(cfg.device_mib, cfg.seed, 0)?;
     let w = mount_workload(&mut fs, cfg, cfg.run)?;
     let sim = fs.into_flash();
     let cut = timed_mount("power-cut", cfg, &w, sim)?;
 
-    let mut fs = fresh_fs(cfg.device_mib, cfg.seed)?;
+    let mut fs = fresh_fs(cfg.device_mib, cfg.seed, 0)?;
     let w2 = mount_workload(&mut fs, cfg, RunLength::Ops(w.ops))?;
     let sim = fs.unmount().map_err(|(e, _)| BenchError::Engine("clean unmount", e))?;
     let mut clean = timed_mount("clean-unmount", cfg, &w2, sim)?;
@@ -632,25 +654,32 @@ pub struct Plan {
     pub mount_run: RunLength,
     /// Seed.
     pub seed: u64,
+    /// Index nodes cached in the WA runs (0 = engine default).
+    pub cache_nodes: usize,
+    /// WA runs simulated at the same time (threads).
+    pub jobs: usize,
 }
 
 impl Plan {
-    /// The full run: 128 MiB device, warm-up 4x, measurement 2x the device; 10 s of writing for the mount test.
+    /// The full run: 128 MiB device, warm-up 3x, measurement 1x the device; 10 s of writing for the mount test.
     pub fn full(seed: u64) -> Self {
         Plan {
             wa_device_mib: 128,
             fills: vec![0.5, 0.8, 0.95],
             patterns: vec![Pattern::Uniform, Pattern::Skewed8020],
-            warmup: 4.0,
-            measure: 2.0,
+            warmup: 3.0,
+            measure: 1.0,
             file_size: 1 << 20,
             mount_device_mib: 128,
             mount_run: RunLength::Seconds(10.0),
             seed,
+            cache_nodes: 0,
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 
     /// The quick run (about a minute): 32 MiB device, warm-up 2x, measurement 1x; a fixed number of operations for the mount test.
+    /// (Warm-up and measurement are in device sizes; the WA runs use `jobs` threads.)
     pub fn quick(seed: u64) -> Self {
         Plan {
             wa_device_mib: 32,
@@ -678,10 +707,10 @@ impl Plan {
 
 /// Runs every experiment of `plan`, printing progress lines through `progress`.
 pub fn run_all(plan: &Plan, quick: bool, progress: &mut dyn FnMut(&str)) -> Result<Report> {
-    let mut wa = Vec::new();
+    let mut cfgs = Vec::new();
     for &pattern in &plan.patterns {
         for &fill in &plan.fills {
-            let cfg = WaConfig {
+            cfgs.push(WaConfig {
                 device_mib: plan.wa_device_mib,
                 fill,
                 pattern,
@@ -689,18 +718,45 @@ pub fn run_all(plan: &Plan, quick: bool, progress: &mut dyn FnMut(&str)) -> Resu
                 measure_device_multiples: plan.measure,
                 file_size: plan.file_size,
                 seed: plan.seed,
-            };
-            let r = run_wa(&cfg)?;
-            progress(&format!(
-                "wa {} fill {:.0}%: WA {:.2} (bound {:.2}) in {:.1} s",
-                pattern.name(),
-                fill * 100.0,
-                r.wa,
-                r.greedy_bound,
-                r.seconds
-            ));
-            wa.push(r);
+                cache_nodes: plan.cache_nodes,
+            });
         }
+    }
+    // independent simulations: run them on `jobs` threads, report in the plan's order
+    let jobs = plan.jobs.max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<WaResult>)>();
+    let mut slots: Vec<Option<Result<WaResult>>> = cfgs.iter().map(|_| None).collect();
+    std::thread::scope(|sc| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let (next, cfgs) = (&next, &cfgs);
+            sc.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(cfg) = cfgs.get(i) else { break };
+                if tx.send((i, run_wa(cfg))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, r) in rx {
+            if let Ok(w) = &r {
+                progress(&format!(
+                    "wa {} fill {:.0}%: WA {:.2} (bound {:.2}) in {:.1} s",
+                    w.config.pattern.name(),
+                    w.config.fill * 100.0,
+                    w.wa,
+                    w.greedy_bound,
+                    w.seconds
+                ));
+            }
+            slots[i] = Some(r);
+        }
+    });
+    let mut wa = Vec::new();
+    for r in slots.into_iter().flatten() {
+        wa.push(r?);
     }
     let mcfg = MountConfig { device_mib: plan.mount_device_mib, prefill: 0.5, run: plan.mount_run, seed: plan.seed };
     let mount = run_mount(&mcfg)?;
@@ -714,7 +770,7 @@ pub fn run_all(plan: &Plan, quick: bool, progress: &mut dyn FnMut(&str)) -> Resu
 /// several times, a mount after a clean unmount replays (almost) nothing, fsynced data survived.
 pub fn check_sane(r: &Report) -> Result<()> {
     for w in &r.wa {
-        if !(w.wa >= 1.0) || !w.wa.is_finite() {
+        if w.wa.is_nan() || w.wa < 1.0 || !w.wa.is_finite() {
             return Err(BenchError::Insane(format!("WA {} < 1 for {:?}", w.wa, w.config)));
         }
         if w.enospc != 0 {
@@ -750,20 +806,21 @@ pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "### Write amplification ({} mode, NandSim {} KiB pages, {} KiB erase blocks, 4 KiB overwrites)\n",
+        "### Write amplification ({} mode, NandSim {} KiB pages, {} KiB erase blocks, 4 KiB overwrites, index cache {})\n",
         if r.quick { "quick" } else { "full" },
         r.page_size / 1024,
-        r.erase_block / 1024
+        r.erase_block / 1024,
+        r.wa.first().map_or_else(|| "-".to_string(), |w| mount_opts(w.config.cache_nodes).cache_nodes.to_string())
     );
     let _ = writeln!(
         s,
-        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st / 2nd half | = 1 + GC copies + metadata | greedy 1/(1-u) at target / data/raw | erases per user MiB | checkpoints per user MiB | ENOSPC | s |"
+        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st / 2nd half | = 1 + GC copies + metadata (of which checkpoint blobs) | greedy 1/(1-u) at target / data/raw | erases per user MiB | checkpoints per user MiB | ENOSPC | s |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for w in &r.wa {
         let _ = writeln!(
             s,
-            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | 1 + {:.2} + {:.2} | {:.2} / {:.2} | {:.2} | {:.1} | {} | {:.1} |",
+            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | 1 + {:.2} + {:.2} ({:.2}) | {:.2} / {:.2} | {:.2} | {:.1} | {} | {:.1} |",
             w.config.device_mib,
             w.config.pattern.name(),
             w.config.fill * 100.0,
@@ -776,6 +833,7 @@ pub fn markdown(r: &Report) -> String {
             w.wa_second_half,
             w.wa_gc_copy,
             w.wa_metadata,
+            w.wa_checkpoint_blobs,
             w.greedy_bound,
             w.greedy_bound_raw,
             w.erases_per_user_mib,

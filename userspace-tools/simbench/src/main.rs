@@ -11,7 +11,7 @@ use ferrofs_simbench::{check_sane, markdown, run_all, Pattern, Plan, RunLength};
 #[derive(Debug, Parser)]
 #[command(name = "ferrofs-simbench", version)]
 struct Cli {
-    /// Quick mode (about a minute): 32 MiB device, shorter warm-up, fixed operation count for the mount test.
+    /// Quick mode (about a minute): 32 MiB device, warm-up 2x and measurement 1x the device, fixed operation count for the mount test.
     #[arg(long)]
     quick: bool,
     /// Write the results as JSON to this file.
@@ -41,6 +41,12 @@ struct Cli {
     /// Device size of the mount test in MiB.
     #[arg(long)]
     mount_device_mib: Option<u32>,
+    /// Index nodes the engine caches in the WA runs (MountOptions::cache_nodes; default: the engine's).
+    #[arg(long)]
+    cache_nodes: Option<usize>,
+    /// WA simulations run at the same time (default: the number of CPUs). Timings are per run.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -58,6 +64,12 @@ fn main() -> ExitCode {
     }
     if let Some(m) = cli.measure {
         plan.measure = m;
+    }
+    if let Some(c) = cli.cache_nodes {
+        plan.cache_nodes = c;
+    }
+    if let Some(j) = cli.jobs {
+        plan.jobs = j;
     }
     if cli.uniform_only {
         plan.patterns = vec![Pattern::Uniform];

@@ -11,6 +11,7 @@ fn wa(pattern: Pattern, fill: f64) -> ferrofs_simbench::WaResult {
         measure_device_multiples: 0.5,
         file_size: 256 * 1024,
         seed: 7,
+        cache_nodes: 0,
     };
     run_wa(&cfg).expect("wa run")
 }
