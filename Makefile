@@ -44,3 +44,13 @@ run: initramfs
 clean:
 	rm -rf build userspace-tools/target
 	-source qemu/env.sh && [ -d "$$(kernel_dir)/linux" ] && $(MAKE) -C "$$(kernel_dir)/linux" M=$(CURDIR) clean
+
+# The side-by-side benchmark rig (issue 5): tests/bench/run-bench.sh, docs/benchmarks.md "The rig".
+#   make bench       quick profile (a few minutes): bench/results/<date>-<commit>-quick/
+#   make bench-full  full profile (the published numbers, under an hour)
+.PHONY: bench bench-full
+bench: initramfs
+	tests/bench/run-bench.sh --quick
+
+bench-full: initramfs
+	tests/bench/run-bench.sh --full
