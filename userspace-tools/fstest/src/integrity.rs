@@ -450,6 +450,7 @@ fn list(p: &Path) -> sys::R<BTreeSet<Vec<u8>>> {
     let fd = sys::open(p, O_RDONLY | O_DIRECTORY, 0)?;
     let mut out = BTreeSet::new();
     let mut buf = vec![0u8; 32768];
+    let mut returned = 0usize;
     loop {
         let ents = fd.getdents(&mut buf)?;
         if ents.is_empty() {
@@ -459,6 +460,10 @@ fn list(p: &Path) -> sys::R<BTreeSet<Vec<u8>>> {
             if e.name != b"." && e.name != b".." {
                 out.insert(e.name);
             }
+        }
+        returned += 1;
+        if returned > crate::posix::READDIR_LIMIT / 16 {
+            panic!("readdir of {} did not reach the end", p.display());
         }
     }
     Ok(out)

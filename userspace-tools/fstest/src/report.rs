@@ -239,11 +239,13 @@ impl Report {
     pub fn group(&mut self, name: &str, f: impl FnOnce(&mut Report)) {
         let saved = std::mem::replace(&mut self.prefix, format!("{name}: "));
         set_group_name(name);
+        let t0 = std::time::Instant::now();
         let r = panic::catch_unwind(AssertUnwindSafe(|| f(&mut *self)));
         if r.is_err() {
             let msg = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panic".into());
             self.fail("group ran to completion", "no panic", format!("panic: {msg}"));
         }
+        self.note(format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
         self.prefix = saved;
         set_group_name(saved_name(&self.prefix));
     }
