@@ -79,6 +79,8 @@ pub struct StatFs {
 pub const RESERVE_SEGS: u32 = 6;
 /// Segments kept free below which even deletions are refused.
 pub const RESERVE_DELETE: u32 = 2;
+/// Extra segments the foreground GC frees per checkpoint (hysteresis).
+pub const GC_BATCH: u32 = 4;
 
 /// A mounted ferrofs filesystem.
 pub struct Engine<P: Platform, F: Flash> {
@@ -979,11 +981,23 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err(Error::NoSpace);
             }
             guard -= 1;
-            if self.pending_free() > 0 {
+            // Clean several victims per checkpoint (each checkpoint costs index and table
+            // writes): collect until the segments waiting for a checkpoint cover the need plus
+            // some slack, then checkpoint once.
+            let free = self.log.free_count();
+            let pending = self.pending_free();
+            // the batch grows with what a checkpoint writes (its segment table)
+            let batch = GC_BATCH.saturating_add(self.segtab_segments().saturating_mul(4));
+            let enough = free.saturating_add(pending) >= min_free.saturating_add(batch);
+            if pending > 0 && (enough || free <= self.cp_margin()) {
                 self.checkpoint()?;
                 continue;
             }
             if !self.gc_once(false, min_free)? {
+                if pending > 0 {
+                    self.checkpoint()?;
+                    continue;
+                }
                 return Err(Error::NoSpace);
             }
         }
@@ -1036,6 +1050,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) {
                 continue;
             }
+            if s.live == 0 {
+                // already dead: freed by the next checkpoint, nothing to move
+                continue;
+            }
             if s.flags & SEG_SCRUB != 0 {
                 return Some(i);
             }
@@ -1071,7 +1089,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        if self.log.free_count() < RESERVE_DELETE && self.pending_free() > 0 {
+        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
             self.checkpoint()?;
             return Ok(true);
         }
@@ -1097,6 +1115,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Whether the dirty index or the log since the last checkpoint grew past its bound.
     pub(crate) fn should_checkpoint(&self) -> bool {
         self.tree.needs_commit() || self.log.since_checkpoint >= self.opts.checkpoint_log_bytes.max(1)
+    }
+
+    /// Free segments below which a checkpoint must be taken now: what a checkpoint itself
+    /// needs (its segment table and index nodes) plus the deletion reserve.
+    pub(crate) fn cp_margin(&self) -> u32 {
+        RESERVE_DELETE.saturating_add(self.segtab_segments())
     }
 
     /// Segments a checkpoint's segment table (SEGTAB records) may occupy, kept in reserve on
@@ -1145,7 +1169,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         self.move_segment(v)?;
         self.maybe_commit()?;
-        if self.log.free_count() <= RESERVE_DELETE {
+        if self.log.free_count() <= self.cp_margin() {
             self.checkpoint()?;
         }
         Ok(true)

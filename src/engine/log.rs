@@ -79,6 +79,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub shadow: Option<Shadow<P>>,
     /// Bytes appended since the last checkpoint (bounds the roll-forward work at mount).
     pub since_checkpoint: u64,
+    /// Segments opened so far (lets long operations notice they consumed free segments).
+    pub opened: u64,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -104,6 +106,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             chunk,
             shadow: None,
             since_checkpoint: 0,
+            opened: 0,
         }
     }
 
@@ -266,6 +269,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if !chained {
             self.need_checkpoint = true;
         }
+        self.opened = self.opened.saturating_add(1);
         let next = self.alloc_free().unwrap_or(NO_SEG);
         let seg_seq = self.take_seq();
         {

@@ -632,6 +632,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.cut_data(ino, i.size, 0)?;
         }
         let mut done = 0usize;
+        let mut opened = self.log.opened;
+        let need_free = RESERVE_SEGS.saturating_add(self.segtab_segments());
         let mut blockbuf = core::mem::replace(&mut self.buf2, P::Vec::new());
         let res = (|| -> Result<()> {
             while done < data.len() {
@@ -662,8 +664,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.put_record(HEAD_HOT, rtype::DATA, 0, key, blockbuf.as_slice())?;
                 done = done.saturating_add(take);
                 self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(take as u64);
-                if self.should_checkpoint() {
-                    // keep the inode consistent with what is indexed before checkpointing
+                // a long write consumes segments: keep the reserve (GC) and the checkpoint bounds
+                let short = self.log.opened != opened && self.log.free_count() < need_free;
+                opened = self.log.opened;
+                if short || self.should_checkpoint() {
+                    // the inode covers what is written so far
                     let cur = off.saturating_add(done as u64);
                     if cur > i.size {
                         i.size = cur;
@@ -671,8 +676,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     i.mtime = now;
                     i.ctime = now;
                     self.write_inode(&i, 0)?;
-                    self.checkpoint()?;
-                    self.ensure_space(RESERVE_SEGS.saturating_add(self.segtab_segments()))?;
+                    if self.should_checkpoint() {
+                        self.checkpoint()?;
+                    }
+                    self.ensure_space(need_free)?;
                 }
             }
             Ok(())

@@ -47,3 +47,50 @@ fn perf_figures() {
     let _fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     eprintln!("unmount+mount: {:?}", t.elapsed());
 }
+
+#[test]
+#[ignore]
+fn perf_write_amplification_when_full() {
+    let f = RamFlash::new_nand(128 * 1024, 512, 2048); // 64 MiB
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let cap = fs.statfs().blocks * 4096;
+    for (pct, label) in [(50u64, "50%"), (75, "75%")] {
+        let target = cap * pct / 100;
+        let files = (target / (1 << 20)) as usize;
+        let mut inos = Vec::new();
+        for i in 0..files {
+            let f = fs.create(ROOT_INO, format!("{label}-{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+            fs.write(f.ino, 0, &vec![1u8; 1 << 20], ts(1)).unwrap();
+            inos.push(f.ino);
+        }
+        fs.sync().unwrap();
+        let s0 = fs.stats();
+        let mut rng = Rng::new(pct);
+        let d = [2u8; 4096];
+        let n = 40_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            let ino = inos[rng.below(inos.len() as u64) as usize];
+            fs.write(ino, rng.below(256) * 4096, &d, ts(2)).unwrap();
+        }
+        let s1 = fs.stats();
+        let user = s1.user_bytes - s0.user_bytes;
+        let prog = s1.programmed_bytes - s0.programmed_bytes;
+        eprintln!(
+            "{label} full: {n} random 4 KiB overwrites, WAF {:.2}, GC moved {} records, {} erases, {} checkpoints, {:.0} IOPS",
+            prog as f64 / user as f64,
+            s1.gc_records - s0.gc_records,
+            s1.erases - s0.erases,
+            s1.checkpoints - s0.checkpoints,
+            n as f64 / t.elapsed().as_secs_f64()
+        );
+        for (i, ino) in inos.iter().enumerate() {
+            fs.unlink(ROOT_INO, format!("{label}-{i}").as_bytes(), ts(3)).unwrap();
+            fs.evict(*ino).unwrap();
+        }
+    }
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let used: Vec<u32> = f.erases.clone();
+    eprintln!("erase counts: min {} max {}", used.iter().min().unwrap(), used.iter().max().unwrap());
+}
