@@ -40,8 +40,8 @@ passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{
 took "harness self-test"
 
 begin "guest suites"
-out="$(tests/run-guest-suites.sh 2>&1 | tee /dev/stderr)"
-line="$(grep -E '^guest: ' <<<"$out" | tail -n1)"
+tests/run-guest-suites.sh 2>&1 | tee build/logs/guest-suites.log
+line="$(grep -E '^guest: ' build/logs/guest-suites.log | tail -n1)"
 [ -n "$line" ] || line="guest: 0 passed, 1 failed"
 passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{print $4}' <<<"$line")))
 took "guest suites"
