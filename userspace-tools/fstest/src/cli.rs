@@ -29,13 +29,26 @@ struct Args {
 }
 
 const VALUED: &[&str] = &[
-    "--other-dir", "--large-mib", "--fsx-ops", "--bigdir", "--only", "--seed", "--total-mib", "--rounds", "--max-mib",
-    "--path", "--offset", "--len",
+    "--other-dir",
+    "--large-mib",
+    "--fsx-ops",
+    "--bigdir",
+    "--only",
+    "--seed",
+    "--total-mib",
+    "--rounds",
+    "--max-mib",
+    "--path",
+    "--offset",
+    "--len",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
 fn parse(args: &[String]) -> Result<Args, String> {
-    let mut a = Args { pos: Vec::new(), flags: Vec::new() };
+    let mut a = Args {
+        pos: Vec::new(),
+        flags: Vec::new(),
+    };
     let mut i = 0;
     while i < args.len() {
         let s = &args[i];
@@ -45,7 +58,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             a.flags.push((k.to_string(), Some(v.to_string())));
         } else if VALUED.contains(&s.as_str()) {
-            let v = args.get(i + 1).ok_or_else(|| format!("{s} needs a value"))?;
+            let v = args
+                .get(i + 1)
+                .ok_or_else(|| format!("{s} needs a value"))?;
             a.flags.push((s.clone(), Some(v.clone())));
             i += 1;
         } else if BOOL.contains(&s.as_str()) {
@@ -62,7 +77,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 impl Args {
     fn get(&self, k: &str) -> Option<&str> {
-        self.flags.iter().rev().find(|(n, _)| n == k).and_then(|(_, v)| v.as_deref())
+        self.flags
+            .iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.as_deref())
     }
     fn has(&self, k: &str) -> bool {
         self.flags.iter().any(|(n, _)| n == k)
@@ -116,7 +135,14 @@ fn run(args: &[String]) -> Result<i32, String> {
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {
         Some("posix") => {
-            a.only(&["--other-dir", "--large-mib", "--fsx-ops", "--bigdir", "--only", "--drop-caches"])?;
+            a.only(&[
+                "--other-dir",
+                "--large-mib",
+                "--fsx-ops",
+                "--bigdir",
+                "--only",
+                "--drop-caches",
+            ])?;
             let o = posix::Opts {
                 dir: dir_arg(&a, 1)?,
                 other_dir: a.get("--other-dir").map(PathBuf::from),
@@ -124,16 +150,26 @@ fn run(args: &[String]) -> Result<i32, String> {
                 fsx_ops: a.num("--fsx-ops", Some(3000))?,
                 bigdir: a.num("--bigdir", Some(10_000))? as usize,
                 drop_caches: a.has("--drop-caches"),
-                only: a.get("--only").map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default(),
+                only: a
+                    .get("--only")
+                    .map(|s| s.split(',').map(str::to_string).collect())
+                    .unwrap_or_default(),
             };
             let known = posix::group_names();
             if let Some(bad) = o.only.iter().find(|g| !known.contains(&g.as_str())) {
-                return Err(format!("--only: no group {bad:?} (groups: {})", known.join(" ")));
+                return Err(format!(
+                    "--only: no group {bad:?} (groups: {})",
+                    known.join(" ")
+                ));
             }
             Ok(posix::run(&o))
         }
         Some("integrity") => {
-            let sub = a.pos.get(1).map(String::as_str).ok_or("integrity needs write, verify or clean")?;
+            let sub = a
+                .pos
+                .get(1)
+                .map(String::as_str)
+                .ok_or("integrity needs write, verify or clean")?;
             let dir = dir_arg(&a, 2)?;
             let seed = a.num("--seed", None)?;
             match sub {
@@ -143,7 +179,13 @@ fn run(args: &[String]) -> Result<i32, String> {
                     Ok(0)
                 }
                 "write" | "verify" => {
-                    a.only(&["--seed", "--total-mib", "--fsync", "--drop-caches", "--no-xattrs"])?;
+                    a.only(&[
+                        "--seed",
+                        "--total-mib",
+                        "--fsync",
+                        "--drop-caches",
+                        "--no-xattrs",
+                    ])?;
                     let o = integrity::Opts {
                         dir,
                         seed,
@@ -152,7 +194,11 @@ fn run(args: &[String]) -> Result<i32, String> {
                         no_xattrs: a.has("--no-xattrs"),
                         drop_caches: a.has("--drop-caches"),
                     };
-                    Ok(if sub == "write" { integrity::write(&o) } else { integrity::verify(&o) })
+                    Ok(if sub == "write" {
+                        integrity::write(&o)
+                    } else {
+                        integrity::verify(&o)
+                    })
                 }
                 other => Err(format!("unknown integrity subcommand {other}")),
             }
@@ -170,7 +216,10 @@ fn run(args: &[String]) -> Result<i32, String> {
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;
-            let key = crate::pattern::key_for(a.num("--seed", None)?, a.get("--path").ok_or("--path is required")?.as_bytes());
+            let key = crate::pattern::key_for(
+                a.num("--seed", None)?,
+                a.get("--path").ok_or("--path is required")?.as_bytes(),
+            );
             let off = a.num("--offset", Some(0))?;
             let mut b = vec![0u8; a.num("--len", Some(64))?.min(1 << 20) as usize];
             crate::pattern::fill(key, off, &mut b);
@@ -209,7 +258,17 @@ mod tests {
 
     #[test]
     fn parses_flags() {
-        let v: Vec<String> = ["posix", "/x", "--large-mib", "5", "--drop-caches", "--only=io,fsx"].iter().map(|s| s.to_string()).collect();
+        let v: Vec<String> = [
+            "posix",
+            "/x",
+            "--large-mib",
+            "5",
+            "--drop-caches",
+            "--only=io,fsx",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let a = parse(&v).unwrap();
         assert_eq!(a.pos, vec!["posix", "/x"]);
         assert_eq!(a.num("--large-mib", None).unwrap(), 5);

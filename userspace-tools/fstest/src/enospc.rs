@@ -127,7 +127,13 @@ impl State {
 
     /// Deletes every `k`-th recorded file (starting at `phase`); unlink must never fail.
     fn delete_some(&mut self, k: usize, phase: usize) -> usize {
-        let victims: Vec<String> = self.files.keys().skip(phase).step_by(k.max(1)).cloned().collect();
+        let victims: Vec<String> = self
+            .files
+            .keys()
+            .skip(phase)
+            .step_by(k.max(1))
+            .cloned()
+            .collect();
         for v in &victims {
             if let Err(e) = sys::unlink(self.root.join(v)) {
                 self.unexpected(format!("unlink {v}: {e}"));
@@ -154,10 +160,14 @@ fn avail(p: &Path) -> u64 {
 }
 
 fn body(r: &mut Report, o: &Opts, root: &Path) {
-    let total = sys::statfs(&o.dir).map(|s| s.f_blocks as u64 * s.f_bsize as u64).unwrap_or(0);
+    let total = sys::statfs(&o.dir)
+        .map(|s| s.f_blocks as u64 * s.f_bsize as u64)
+        .unwrap_or(0);
     let avail0 = avail(&o.dir);
     r.note(format!("filesystem: {total} bytes, {avail0} available"));
-    if r.ok("create work directory", sys::mkdir(root, 0o755)).is_none() {
+    if r.ok("create work directory", sys::mkdir(root, 0o755))
+        .is_none()
+    {
         return;
     }
     for i in 0..16 {
@@ -178,45 +188,94 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
 
     // Phase 1: fill.
     let w = s.fill("f", &mut buf);
-    r.note(format!("fill: {} files, {w} bytes, {} ENOSPC errors", s.files.len(), s.enospc));
-    r.check("filling reaches ENOSPC", s.enospc > 0, "ENOSPC", format!("none after {w} bytes (--max-mib {})", o.max_mib));
+    r.note(format!(
+        "fill: {} files, {w} bytes, {} ENOSPC errors",
+        s.files.len(),
+        s.enospc
+    ));
+    r.check(
+        "filling reaches ENOSPC",
+        s.enospc > 0,
+        "ENOSPC",
+        format!("none after {w} bytes (--max-mib {})", o.max_mib),
+    );
     let a = avail(root);
-    r.check("statfs available space near zero when full", a <= total / 20 + 8 * MIB, format!("<= {}", total / 20 + 8 * MIB), a);
+    r.check(
+        "statfs available space near zero when full",
+        a <= total / 20 + 8 * MIB,
+        format!("<= {}", total / 20 + 8 * MIB),
+        a,
+    );
     check_unexpected(r, &mut s, "fill: no error other than ENOSPC");
     r.ok("syncfs on a full filesystem", sys::syncfs_path(root));
     check_sizes(r, &s, "fill: every file's size is what write() reported");
 
     // Operations that free space must work on a full filesystem.
-    if let Some((big, size)) = s.files.iter().max_by_key(|(_, &v)| v).map(|(k, &v)| (k.clone(), v)) {
+    if let Some((big, size)) = s
+        .files
+        .iter()
+        .max_by_key(|(_, &v)| v)
+        .map(|(k, &v)| (k.clone(), v))
+    {
         let half = size / 2;
         let res = sys::truncate(root.join(&big), half);
-        if r.ok("truncate (shrink) on a full filesystem", res).is_some() {
+        if r.ok("truncate (shrink) on a full filesystem", res)
+            .is_some()
+        {
             s.files.insert(big, half);
         }
     }
     let before = s.files.len();
     let deleted = s.delete_some(2, 0);
-    check_unexpected(r, &mut s, &format!("delete half ({deleted} of {before} files) on a full filesystem"));
+    check_unexpected(
+        r,
+        &mut s,
+        &format!("delete half ({deleted} of {before} files) on a full filesystem"),
+    );
     r.ok("syncfs after deleting", sys::syncfs_path(root));
     let a2 = avail(root);
-    r.check("available space grows after deleting", a2 > a, format!("> {a}"), a2);
+    r.check(
+        "available space grows after deleting",
+        a2 > a,
+        format!("> {a}"),
+        a2,
+    );
 
     // Phase 2: keep writing and deleting.
     for round in 1..=o.rounds {
         let w = s.fill(&format!("r{round}_"), &mut buf);
-        r.check(&format!("round {round}: writing resumes after deletions"), w > 0, "> 0 bytes", w);
+        r.check(
+            &format!("round {round}: writing resumes after deletions"),
+            w > 0,
+            "> 0 bytes",
+            w,
+        );
         let n = s.delete_some(3, round as usize % 3);
-        r.note(format!("round {round}: wrote {w} bytes, deleted {n} files, {} files remain", s.files.len()));
-        check_unexpected(r, &mut s, &format!("round {round}: no error other than ENOSPC"));
+        r.note(format!(
+            "round {round}: wrote {w} bytes, deleted {n} files, {} files remain",
+            s.files.len()
+        ));
+        check_unexpected(
+            r,
+            &mut s,
+            &format!("round {round}: no error other than ENOSPC"),
+        );
     }
-    r.note(format!("total: {} bytes written, {} ENOSPC errors", s.written, s.enospc));
+    r.note(format!(
+        "total: {} bytes written, {} ENOSPC errors",
+        s.written, s.enospc
+    ));
 
     // Phase 3: verify survivors.
     let _ = sys::syncfs_path(root);
     if o.drop_caches {
         sys::drop_caches();
     }
-    check_sizes(r, &s, "every surviving file's size is what write() reported");
+    check_sizes(
+        r,
+        &s,
+        "every surviving file's size is what write() reported",
+    );
     let mut bad = Vec::new();
     let mut rbuf = vec![0u8; MIB as usize];
     let mut scratch = Vec::new();
@@ -227,7 +286,9 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
             let fd = sys::open(root.join(rel), O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
             let mut off = 0u64;
             loop {
-                let n = fd.pread_full(&mut rbuf, off).map_err(|e| format!("read at {off}: {e}"))?;
+                let n = fd
+                    .pread_full(&mut rbuf, off)
+                    .map_err(|e| format!("read at {off}: {e}"))?;
                 if let Some(at) = pattern::first_mismatch(key, off, &rbuf[..n], &mut scratch) {
                     return Err(format!("differs at byte {at}"));
                 }
@@ -250,10 +311,17 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
         r.note(b);
     }
     r.check(
-        &format!("{} surviving files ({bytes} bytes) verify byte for byte", s.files.len()),
+        &format!(
+            "{} surviving files ({bytes} bytes) verify byte for byte",
+            s.files.len()
+        ),
         bad.is_empty(),
         "all match",
-        format!("{} differ, first: {}", bad.len(), bad.first().cloned().unwrap_or_default()),
+        format!(
+            "{} differ, first: {}",
+            bad.len(),
+            bad.first().cloned().unwrap_or_default()
+        ),
     );
 
     // Everything deleted: the space comes back.
@@ -268,7 +336,12 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
     let _ = sys::syncfs_path(&o.dir);
     let a3 = avail(&o.dir);
     let slack = (total / 50).max(2 * MIB);
-    r.check("available space returns after deleting everything", a3 + slack >= avail0, format!(">= {} - {slack}", avail0), a3);
+    r.check(
+        "available space returns after deleting everything",
+        a3 + slack >= avail0,
+        format!(">= {} - {slack}", avail0),
+        a3,
+    );
 }
 
 fn check_unexpected(r: &mut Report, s: &mut State, name: &str) {
@@ -278,7 +351,15 @@ fn check_unexpected(r: &mut Report, s: &mut State, name: &str) {
         for u in s.unexpected.iter().take(20) {
             r.note(u);
         }
-        r.fail(name, "only ENOSPC", format!("{} other errors, first: {}", s.unexpected.len(), s.unexpected[0]));
+        r.fail(
+            name,
+            "only ENOSPC",
+            format!(
+                "{} other errors, first: {}",
+                s.unexpected.len(),
+                s.unexpected[0]
+            ),
+        );
         s.unexpected.clear();
     }
 }
@@ -288,12 +369,20 @@ fn check_sizes(r: &mut Report, s: &State, name: &str) {
     for (rel, &size) in &s.files {
         match sys::lstat(s.root.join(rel)) {
             Ok(st) if st.st_size as u64 == size => {}
-            Ok(st) => bad.push(format!("{rel}: size {}, write() reported {size}", st.st_size)),
+            Ok(st) => bad.push(format!(
+                "{rel}: size {}, write() reported {size}",
+                st.st_size
+            )),
             Err(e) => bad.push(format!("{rel}: {e}")),
         }
     }
     for b in bad.iter().take(10) {
         r.note(b);
     }
-    r.check(name, bad.is_empty(), format!("{} files with recorded sizes", s.files.len()), format!("{} differ", bad.len()));
+    r.check(
+        name,
+        bad.is_empty(),
+        format!("{} files with recorded sizes", s.files.len()),
+        format!("{} differ", bad.len()),
+    );
 }

@@ -19,12 +19,24 @@ const MIB: u64 = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
     /// Mode and mtime are applied after the whole tree is written.
-    Dir { mode: u32, mtime: (i64, u32) },
+    Dir {
+        mode: u32,
+        mtime: (i64, u32),
+    },
     /// `xattr`: length of a `user.fstest` value (pattern bytes of the path's xattr key).
-    File { size: u64, mode: u32, mtime: (i64, u32), xattr: Option<usize> },
-    Symlink { target: Vec<u8> },
+    File {
+        size: u64,
+        mode: u32,
+        mtime: (i64, u32),
+        xattr: Option<usize>,
+    },
+    Symlink {
+        target: Vec<u8>,
+    },
     /// A second name of the earlier file `target`.
-    HardLink { target: String },
+    HardLink {
+        target: String,
+    },
 }
 
 const XATTR_NAME: &str = "user.fstest";
@@ -37,7 +49,10 @@ pub fn xattr_value(seed: u64, path: &str, len: usize) -> Vec<u8> {
 }
 
 fn mtime(rng: &mut Rng) -> (i64, u32) {
-    (rng.range(0, 4_000_000_000) as i64, rng.below(1_000_000_000) as u32)
+    (
+        rng.range(0, 4_000_000_000) as i64,
+        rng.below(1_000_000_000) as u32,
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +117,13 @@ pub fn plan(seed: u64, total_mib: u64) -> Vec<Entry> {
     let mut files: Vec<String> = Vec::new();
     let mut bytes = 0u64;
     let mut n = 0u64;
-    let join = |dir: &str, name: String| if dir.is_empty() { name } else { format!("{dir}/{name}") };
+    let join = |dir: &str, name: String| {
+        if dir.is_empty() {
+            name
+        } else {
+            format!("{dir}/{name}")
+        }
+    };
     while bytes < total || n < 12 {
         n += 1;
         let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
@@ -111,25 +132,53 @@ pub fn plan(seed: u64, total_mib: u64) -> Vec<Entry> {
             let p = join(&parent.0, format!("d{n}"));
             dirs.push((p.clone(), parent.1 + 1));
             let mode = [0o755, 0o750, 0o700, 0o1777][rng.below(4) as usize];
-            out.push(Entry { path: p, kind: Kind::Dir { mode, mtime: mtime(&mut rng) } });
+            out.push(Entry {
+                path: p,
+                kind: Kind::Dir {
+                    mode,
+                    mtime: mtime(&mut rng),
+                },
+            });
         } else if k < 14 {
             let len = rng.range(1, 300) as usize;
             let target: Vec<u8> = (0..len).map(|_| b'a' + rng.below(26) as u8).collect();
-            out.push(Entry { path: join(&parent.0, format!("l{n}")), kind: Kind::Symlink { target } });
+            out.push(Entry {
+                path: join(&parent.0, format!("l{n}")),
+                kind: Kind::Symlink { target },
+            });
         } else if k < 17 && !files.is_empty() {
             let target = files[rng.below(files.len() as u64) as usize].clone();
-            out.push(Entry { path: join(&parent.0, format!("h{n}")), kind: Kind::HardLink { target } });
+            out.push(Entry {
+                path: join(&parent.0, format!("h{n}")),
+                kind: Kind::HardLink { target },
+            });
         } else {
             let size = draw_size(&mut rng).min(total.saturating_sub(bytes).max(512));
             bytes += size;
             let mode = [0o644, 0o600, 0o755, 0o640][rng.below(4) as usize];
             let mtime = mtime(&mut rng);
-            let xattr = if rng.chance(20) { Some(rng.range(0, 200) as usize) } else { None };
+            let xattr = if rng.chance(20) {
+                Some(rng.range(0, 200) as usize)
+            } else {
+                None
+            };
             // Long names now and then.
-            let name = if rng.chance(5) { format!("f{n}_{}", "n".repeat(rng.range(10, 240) as usize)) } else { format!("f{n}") };
+            let name = if rng.chance(5) {
+                format!("f{n}_{}", "n".repeat(rng.range(10, 240) as usize))
+            } else {
+                format!("f{n}")
+            };
             let path = join(&parent.0, name);
             files.push(path.clone());
-            out.push(Entry { path, kind: Kind::File { size, mode, mtime, xattr } });
+            out.push(Entry {
+                path,
+                kind: Kind::File {
+                    size,
+                    mode,
+                    mtime,
+                    xattr,
+                },
+            });
         }
     }
     out
@@ -149,7 +198,14 @@ struct Counts {
 }
 
 fn counts(p: &[Entry]) -> Counts {
-    let mut c = Counts { dirs: 0, files: 0, links: 0, hardlinks: 0, xattrs: 0, bytes: 0 };
+    let mut c = Counts {
+        dirs: 0,
+        files: 0,
+        links: 0,
+        hardlinks: 0,
+        xattrs: 0,
+        bytes: 0,
+    };
     for e in p {
         match &e.kind {
             Kind::Dir { .. } => c.dirs += 1,
@@ -180,7 +236,10 @@ struct Problems {
 
 impl Problems {
     fn new() -> Self {
-        Problems { list: Vec::new(), n: 0 }
+        Problems {
+            list: Vec::new(),
+            n: 0,
+        }
     }
     fn add(&mut self, s: String) {
         self.n += 1;
@@ -195,7 +254,15 @@ impl Problems {
             for l in &self.list {
                 r.note(l);
             }
-            r.fail(name, expected, format!("{} problems, first: {}", self.n, self.list.first().cloned().unwrap_or_default()));
+            r.fail(
+                name,
+                expected,
+                format!(
+                    "{} problems, first: {}",
+                    self.n,
+                    self.list.first().cloned().unwrap_or_default()
+                ),
+            );
         }
     }
 }
@@ -209,7 +276,12 @@ pub fn write(o: &Opts) -> i32 {
     let c = counts(&p);
     r.note(format!("plan: {} under {}", describe(&c), root.display()));
     r.group("write", |r| {
-        if r.ok("create tree root (must not exist)", sys::mkdir(&root, 0o755)).is_none() {
+        if r.ok(
+            "create tree root (must not exist)",
+            sys::mkdir(&root, 0o755),
+        )
+        .is_none()
+        {
             return;
         }
         let mut dirs = Problems::new();
@@ -236,16 +308,23 @@ pub fn write(o: &Opts) -> i32 {
                         links.add(format!("symlink {}: {err}", e.path));
                     }
                 }
-                Kind::File { size, mode, mtime, xattr } => {
+                Kind::File {
+                    size,
+                    mode,
+                    mtime,
+                    xattr,
+                } => {
                     let res = (|| -> Result<(), String> {
-                        let fd = sys::open(&path, O_CREAT | O_EXCL | O_WRONLY, *mode).map_err(|e| format!("create: {e}"))?;
+                        let fd = sys::open(&path, O_CREAT | O_EXCL | O_WRONLY, *mode)
+                            .map_err(|e| format!("create: {e}"))?;
                         let k = key(o.seed, &e.path);
                         let mut off = 0u64;
                         while off < *size {
                             // Varying chunk sizes: writers and readers must not share boundaries.
                             let n = chunk_rng.range(1, MIB).min(size - off) as usize;
                             pattern::fill(k, off, &mut buf[..n]);
-                            fd.pwrite_all(&buf[..n], off).map_err(|(w, e)| format!("write at {}: {e}", off + w as u64))?;
+                            fd.pwrite_all(&buf[..n], off)
+                                .map_err(|(w, e)| format!("write at {}: {e}", off + w as u64))?;
                             off += n as u64;
                         }
                         if o.fsync {
@@ -253,11 +332,24 @@ pub fn write(o: &Opts) -> i32 {
                         }
                         fd.close().map_err(|e| format!("close: {e}"))?;
                         if let (Some(len), false) = (xattr, o.no_xattrs) {
-                            sys::setxattr(&path, XATTR_NAME, &xattr_value(o.seed, &e.path, *len), 0, false)
-                                .map_err(|e| format!("setxattr: {e}"))?;
+                            sys::setxattr(
+                                &path,
+                                XATTR_NAME,
+                                &xattr_value(o.seed, &e.path, *len),
+                                0,
+                                false,
+                            )
+                            .map_err(|e| format!("setxattr: {e}"))?;
                         }
-                        sys::utimens(&path, Some((TimeSpec::At(mtime.0, 0), TimeSpec::At(mtime.0, i64::from(mtime.1)))), false)
-                            .map_err(|e| format!("utimensat: {e}"))
+                        sys::utimens(
+                            &path,
+                            Some((
+                                TimeSpec::At(mtime.0, 0),
+                                TimeSpec::At(mtime.0, i64::from(mtime.1)),
+                            )),
+                            false,
+                        )
+                        .map_err(|e| format!("utimensat: {e}"))
                     })();
                     if let Err(m) = res {
                         files.add(format!("{}: {m}", e.path));
@@ -270,7 +362,14 @@ pub fn write(o: &Opts) -> i32 {
             if let Kind::Dir { mode, mtime } = &e.kind {
                 let path = root.join(&e.path);
                 let res = sys::chmod(&path, *mode).and_then(|_| {
-                    sys::utimens(&path, Some((TimeSpec::At(mtime.0, 0), TimeSpec::At(mtime.0, i64::from(mtime.1)))), false)
+                    sys::utimens(
+                        &path,
+                        Some((
+                            TimeSpec::At(mtime.0, 0),
+                            TimeSpec::At(mtime.0, i64::from(mtime.1)),
+                        )),
+                        false,
+                    )
                 });
                 if let Err(err) = res {
                     dirs.add(format!("chmod/utimensat {}: {err}", e.path));
@@ -278,9 +377,22 @@ pub fn write(o: &Opts) -> i32 {
             }
         }
         dirs.report(r, &format!("create {} dirs", c.dirs), "no errors");
-        files.report(r, &format!("write {} files ({} bytes, {} xattrs)", c.files, c.bytes, if o.no_xattrs { 0 } else { c.xattrs }), "no errors");
+        files.report(
+            r,
+            &format!(
+                "write {} files ({} bytes, {} xattrs)",
+                c.files,
+                c.bytes,
+                if o.no_xattrs { 0 } else { c.xattrs }
+            ),
+            "no errors",
+        );
         links.report(r, &format!("create {} symlinks", c.links), "no errors");
-        hard.report(r, &format!("create {} hard links", c.hardlinks), "no errors");
+        hard.report(
+            r,
+            &format!("create {} hard links", c.hardlinks),
+            "no errors",
+        );
         r.ok("syncfs", sys::syncfs_path(&root));
     });
     r.finish()
@@ -294,7 +406,11 @@ pub fn verify(o: &Opts) -> i32 {
     r.note(format!("plan: {} under {}", describe(&c), root.display()));
     if o.drop_caches {
         let dropped = sys::drop_caches();
-        r.note(if dropped { "caches dropped" } else { "could not drop caches" });
+        r.note(if dropped {
+            "caches dropped"
+        } else {
+            "could not drop caches"
+        });
     }
     r.group("verify", |r| {
         if r.ok("tree root exists", sys::lstat(&root)).is_none() {
@@ -308,20 +424,31 @@ pub fn verify(o: &Opts) -> i32 {
                 Some(i) => (e.path[..i].to_string(), e.path[i + 1..].to_string()),
                 None => (String::new(), e.path.clone()),
             };
-            children.entry(parent).or_default().insert(name.into_bytes());
+            children
+                .entry(parent)
+                .or_default()
+                .insert(name.into_bytes());
             if matches!(e.kind, Kind::Dir { .. }) {
                 children.entry(e.path.clone()).or_default();
             }
         }
         let mut shape = Problems::new();
         for (dir, want) in &children {
-            let path = if dir.is_empty() { root.clone() } else { root.join(dir) };
+            let path = if dir.is_empty() {
+                root.clone()
+            } else {
+                root.join(dir)
+            };
             match list(&path) {
                 Err(e) => shape.add(format!("list {dir:?}: {e}")),
                 Ok(got) => {
                     let show = |n: &[u8]| {
                         let n = String::from_utf8_lossy(n);
-                        if dir.is_empty() { n.into_owned() } else { format!("{dir}/{n}") }
+                        if dir.is_empty() {
+                            n.into_owned()
+                        } else {
+                            format!("{dir}/{n}")
+                        }
                     };
                     for m in want.difference(&got) {
                         shape.add(format!("{}: missing", show(m)));
@@ -332,7 +459,14 @@ pub fn verify(o: &Opts) -> i32 {
                 }
             }
         }
-        shape.report(r, &format!("tree shape: {} dirs hold exactly the planned entries", children.len()), "exact entries");
+        shape.report(
+            r,
+            &format!(
+                "tree shape: {} dirs hold exactly the planned entries",
+                children.len()
+            ),
+            "exact entries",
+        );
         let mut meta = Problems::new();
         let mut data = Problems::new();
         let mut links = Problems::new();
@@ -364,56 +498,105 @@ pub fn verify(o: &Opts) -> i32 {
             match &e.kind {
                 Kind::Dir { mode, mtime } => {
                     if st.st_mode != S_IFDIR | mode {
-                        meta.add(format!("{}: mode {:o}, want {:o}", e.path, st.st_mode, S_IFDIR | mode));
+                        meta.add(format!(
+                            "{}: mode {:o}, want {:o}",
+                            e.path,
+                            st.st_mode,
+                            S_IFDIR | mode
+                        ));
                     }
                     if (st.st_mtime as i64, st.st_mtime_nsec as u32) != *mtime {
-                        meta.add(format!("{}: dir mtime {}.{:09}, want {}.{:09}", e.path, st.st_mtime, st.st_mtime_nsec, mtime.0, mtime.1));
+                        meta.add(format!(
+                            "{}: dir mtime {}.{:09}, want {}.{:09}",
+                            e.path, st.st_mtime, st.st_mtime_nsec, mtime.0, mtime.1
+                        ));
                     }
                 }
                 Kind::HardLink { target } => {
                     if st.st_mode & S_IFMT != S_IFREG {
-                        hard.add(format!("{}: mode {:o}, want a regular file", e.path, st.st_mode));
+                        hard.add(format!(
+                            "{}: mode {:o}, want a regular file",
+                            e.path, st.st_mode
+                        ));
                     } else if inos.get(target.as_str()) != Some(&(st.st_ino as u64)) {
-                        hard.add(format!("{}: inode {}, want {:?} of {target}", e.path, st.st_ino, inos.get(target.as_str())));
+                        hard.add(format!(
+                            "{}: inode {}, want {:?} of {target}",
+                            e.path,
+                            st.st_ino,
+                            inos.get(target.as_str())
+                        ));
                     }
                 }
                 Kind::Symlink { target } => match sys::readlink(&path) {
                     Ok(t) if &t == target => {}
                     Ok(t) => links.add(format!("{}: target {} bytes differs", e.path, t.len())),
-                    Err(err) => links.add(format!("{}: readlink: {err} (mode {:o}, want {:o})", e.path, st.st_mode, S_IFLNK)),
+                    Err(err) => links.add(format!(
+                        "{}: readlink: {err} (mode {:o}, want {:o})",
+                        e.path, st.st_mode, S_IFLNK
+                    )),
                 },
-                Kind::File { size, mode, mtime, xattr } => {
+                Kind::File {
+                    size,
+                    mode,
+                    mtime,
+                    xattr,
+                } => {
                     inos.insert(e.path.as_str(), st.st_ino as u64);
                     let want_nlink = nlinks.get(e.path.as_str()).copied().unwrap_or(1);
                     if st.st_nlink as u64 != want_nlink {
-                        hard.add(format!("{}: nlink {}, want {want_nlink}", e.path, st.st_nlink));
+                        hard.add(format!(
+                            "{}: nlink {}, want {want_nlink}",
+                            e.path, st.st_nlink
+                        ));
                     }
                     if !o.no_xattrs {
                         let got = sys::getxattr(&path, XATTR_NAME);
                         match (xattr, got) {
                             (None, Err(sys::Errno(libc::ENODATA))) => {}
                             (Some(len), Ok(v)) if v == xattr_value(o.seed, &e.path, *len) => {}
-                            (want, got) => xattrs.add(format!("{}: {XATTR_NAME} is {:?}, want {want:?} bytes", e.path, got.map(|v| v.len()))),
+                            (want, got) => xattrs.add(format!(
+                                "{}: {XATTR_NAME} is {:?}, want {want:?} bytes",
+                                e.path,
+                                got.map(|v| v.len())
+                            )),
                         }
                     }
                     if st.st_mode != S_IFREG | mode {
-                        meta.add(format!("{}: mode {:o}, want {:o}", e.path, st.st_mode, S_IFREG | mode));
+                        meta.add(format!(
+                            "{}: mode {:o}, want {:o}",
+                            e.path,
+                            st.st_mode,
+                            S_IFREG | mode
+                        ));
                     }
                     if st.st_size as u64 != *size {
                         meta.add(format!("{}: size {}, want {size}", e.path, st.st_size));
                     }
                     if (st.st_mtime as i64, st.st_mtime_nsec as u32) != *mtime {
-                        meta.add(format!("{}: mtime {}.{:09}, want {}.{:09}", e.path, st.st_mtime, st.st_mtime_nsec, mtime.0, mtime.1));
+                        meta.add(format!(
+                            "{}: mtime {}.{:09}, want {}.{:09}",
+                            e.path, st.st_mtime, st.st_mtime_nsec, mtime.0, mtime.1
+                        ));
                     }
                     let k = key(o.seed, &e.path);
                     let res = (|| -> Result<(), String> {
                         let fd = sys::open(&path, O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
                         let mut off = 0u64;
                         loop {
-                            let n = fd.pread_full(&mut buf, off).map_err(|e| format!("read at {off}: {e}"))?;
-                            if let Some(at) = pattern::first_mismatch(k, off, &buf[..n], &mut scratch) {
-                                let zero = buf[(at - off) as usize..n].iter().take(4096).all(|&b| b == 0);
-                                return Err(format!("content differs at byte {at}{}", if zero { " (zeros)" } else { "" }));
+                            let n = fd
+                                .pread_full(&mut buf, off)
+                                .map_err(|e| format!("read at {off}: {e}"))?;
+                            if let Some(at) =
+                                pattern::first_mismatch(k, off, &buf[..n], &mut scratch)
+                            {
+                                let zero = buf[(at - off) as usize..n]
+                                    .iter()
+                                    .take(4096)
+                                    .all(|&b| b == 0);
+                                return Err(format!(
+                                    "content differs at byte {at}{}",
+                                    if zero { " (zeros)" } else { "" }
+                                ));
                             }
                             off += n as u64;
                             if n < buf.len() {
@@ -432,14 +615,37 @@ pub fn verify(o: &Opts) -> i32 {
                 }
             }
         }
-        meta.report(r, &format!("{} entries: type, size, mode, mtime", p.len()), "planned metadata");
-        data.report(r, &format!("{} files ({} bytes) byte for byte", c.files, c.bytes), "pattern content");
-        links.report(r, &format!("{} symlink targets", c.links), "planned targets");
-        hard.report(r, &format!("{} hard links: same inode, link counts", c.hardlinks), "planned links");
+        meta.report(
+            r,
+            &format!("{} entries: type, size, mode, mtime", p.len()),
+            "planned metadata",
+        );
+        data.report(
+            r,
+            &format!("{} files ({} bytes) byte for byte", c.files, c.bytes),
+            "pattern content",
+        );
+        links.report(
+            r,
+            &format!("{} symlink targets", c.links),
+            "planned targets",
+        );
+        hard.report(
+            r,
+            &format!("{} hard links: same inode, link counts", c.hardlinks),
+            "planned links",
+        );
         if o.no_xattrs {
             r.skip("xattrs", "--no-xattrs");
         } else {
-            xattrs.report(r, &format!("{} files' {XATTR_NAME} xattr (and its absence elsewhere)", c.files), "planned xattrs");
+            xattrs.report(
+                r,
+                &format!(
+                    "{} files' {XATTR_NAME} xattr (and its absence elsewhere)",
+                    c.files
+                ),
+                "planned xattrs",
+            );
         }
         r.note(format!("verified {verified} of {} files", c.files));
     });
@@ -486,19 +692,35 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, plan(4, 8));
         let c = counts(&a);
-        assert!(c.bytes >= 8 * MIB && c.bytes < 8 * MIB + 8 * MIB, "{}", c.bytes);
+        assert!(
+            c.bytes >= 8 * MIB && c.bytes < 8 * MIB + 8 * MIB,
+            "{}",
+            c.bytes
+        );
         assert!(c.files > 10 && c.dirs > 0 && c.links > 0 && c.hardlinks > 0 && c.xattrs > 0);
         // Parents precede children and names are unique.
         let mut seen = BTreeSet::new();
         seen.insert(String::new());
-        let dirs: BTreeSet<&str> = a.iter().filter(|e| matches!(e.kind, Kind::Dir { .. })).map(|e| e.path.as_str()).collect();
-        let files: BTreeSet<&str> = a.iter().filter(|e| matches!(e.kind, Kind::File { .. })).map(|e| e.path.as_str()).collect();
+        let dirs: BTreeSet<&str> = a
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Dir { .. }))
+            .map(|e| e.path.as_str())
+            .collect();
+        let files: BTreeSet<&str> = a
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::File { .. }))
+            .map(|e| e.path.as_str())
+            .collect();
         for e in &a {
             let parent = e.path.rfind('/').map(|i| &e.path[..i]).unwrap_or("");
             assert!(parent.is_empty() || dirs.contains(parent), "{}", e.path);
             assert!(seen.insert(e.path.clone()), "duplicate {}", e.path);
             if let Kind::HardLink { target } = &e.kind {
-                assert!(files.contains(target.as_str()) && seen.contains(target), "{}", e.path);
+                assert!(
+                    files.contains(target.as_str()) && seen.contains(target),
+                    "{}",
+                    e.path
+                );
             }
             assert!(e.path.split('/').all(|c| !c.is_empty() && c.len() <= 255));
         }

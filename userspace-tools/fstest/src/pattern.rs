@@ -77,7 +77,10 @@ pub fn first_mismatch(key: u64, offset: u64, data: &[u8], scratch: &mut Vec<u8>)
     if scratch[..] == data[..] {
         return None;
     }
-    data.iter().zip(scratch.iter()).position(|(a, b)| a != b).map(|i| offset + i as u64)
+    data.iter()
+        .zip(scratch.iter())
+        .position(|(a, b)| a != b)
+        .map(|i| offset + i as u64)
 }
 
 /// Small deterministic PRNG (SplitMix64 stream). Not for cryptography.
@@ -164,7 +167,10 @@ mod tests {
             assert_eq!(one[0], byte_at(9, off));
             let mut three = [0u8; 3];
             fill(9, off, &mut three);
-            assert_eq!(three, [byte_at(9, off), byte_at(9, off + 1), byte_at(9, off + 2)]);
+            assert_eq!(
+                three,
+                [byte_at(9, off), byte_at(9, off + 1), byte_at(9, off + 2)]
+            );
         }
     }
 

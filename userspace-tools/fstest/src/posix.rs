@@ -94,7 +94,10 @@ fn st(p: &Path) -> libc::stat {
 }
 
 fn touch(p: &Path) {
-    must(sys::write_file(p, b"", 0o644), &format!("create {}", p.display()));
+    must(
+        sys::write_file(p, b"", 0o644),
+        &format!("create {}", p.display()),
+    );
 }
 
 fn nlink(p: &Path) -> u64 {
@@ -108,7 +111,11 @@ fn exists(p: &Path) -> bool {
 /// Names in a directory (without "." and "..").
 fn list(p: &Path) -> R<BTreeSet<Vec<u8>>> {
     let fd = sys::open(p, O_RDONLY | O_DIRECTORY, 0)?;
-    Ok(list_all(&fd)?.into_iter().map(|e| e.name).filter(|n| n != b"." && n != b"..").collect())
+    Ok(list_all(&fd)?
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n != b"." && n != b"..")
+        .collect())
 }
 
 /// A directory listing that returns more entries than this never ends (a readdir bug); the
@@ -137,16 +144,25 @@ static GRAN_NS: AtomicU64 = AtomicU64::new(1);
 
 fn ts_add(t: Ts, ns: u64) -> Ts {
     let total = u64::from(t.nsec) + ns;
-    Ts { sec: t.sec + (total / 1_000_000_000) as i64, nsec: (total % 1_000_000_000) as u32 }
+    Ts {
+        sec: t.sec + (total / 1_000_000_000) as i64,
+        nsec: (total % 1_000_000_000) as u32,
+    }
 }
 
 /// `t` rounded down to the filesystem's timestamp granularity.
 fn ts_trunc(t: Ts) -> Ts {
     let g = GRAN_NS.load(Ordering::Relaxed).max(1);
     if g >= 1_000_000_000 {
-        Ts { sec: t.sec, nsec: 0 }
+        Ts {
+            sec: t.sec,
+            nsec: 0,
+        }
     } else {
-        Ts { sec: t.sec, nsec: t.nsec - t.nsec % g as u32 }
+        Ts {
+            sec: t.sec,
+            nsec: t.nsec - t.nsec % g as u32,
+        }
     }
 }
 
@@ -171,7 +187,10 @@ pub fn run(o: &Opts) -> i32 {
         r.fail("create work directory", "success", e);
         return r.finish();
     }
-    let cx = Ctx { o, root: root.clone() };
+    let cx = Ctx {
+        o,
+        root: root.clone(),
+    };
     for (name, f) in GROUPS {
         if !o.only.is_empty() && !o.only.iter().any(|s| s == name) {
             continue;
@@ -189,26 +208,26 @@ type Group = fn(&mut Report, &Ctx);
 
 /// The check groups in run order.
 const GROUPS: &[(&str, Group)] = &[
-        ("open", g_open),
-        ("dirs", g_dirs),
-        ("link", g_link),
-        ("symlink", g_symlink),
-        ("rename", g_rename),
-        ("mknod", g_mknod),
-        ("attrs", g_attrs),
-        ("times", g_times),
-        ("names", g_names),
-        ("truncate", g_truncate),
-        ("sparse", g_sparse),
-        ("io", g_io),
-        ("fsx", g_fsx),
-        ("mmap", g_mmap),
-        ("sync", g_sync),
-        ("xattr", g_xattr),
-        ("bigdir", g_bigdir),
-        ("readdir", g_readdir),
-        ("perms", g_perms),
-        ("statfs", g_statfs),
+    ("open", g_open),
+    ("dirs", g_dirs),
+    ("link", g_link),
+    ("symlink", g_symlink),
+    ("rename", g_rename),
+    ("mknod", g_mknod),
+    ("attrs", g_attrs),
+    ("times", g_times),
+    ("names", g_names),
+    ("truncate", g_truncate),
+    ("sparse", g_sparse),
+    ("io", g_io),
+    ("fsx", g_fsx),
+    ("mmap", g_mmap),
+    ("sync", g_sync),
+    ("xattr", g_xattr),
+    ("bigdir", g_bigdir),
+    ("readdir", g_readdir),
+    ("perms", g_perms),
+    ("statfs", g_statfs),
     ("large", g_large),
 ];
 
@@ -222,9 +241,16 @@ pub fn group_names() -> Vec<&'static str> {
 fn g_open(r: &mut Report, cx: &Ctx) {
     let d = cx.sub("open");
     let f = d.join("f");
-    let fd = r.ok("O_CREAT|O_EXCL creates a new file", sys::open(&f, O_CREAT | O_EXCL | O_WRONLY, 0o640));
+    let fd = r.ok(
+        "O_CREAT|O_EXCL creates a new file",
+        sys::open(&f, O_CREAT | O_EXCL | O_WRONLY, 0o640),
+    );
     let s = sx(&f);
-    r.eq("new file mode is S_IFREG|0640 (umask 0)", S_IFREG | 0o640, s.mode);
+    r.eq(
+        "new file mode is S_IFREG|0640 (umask 0)",
+        S_IFREG | 0o640,
+        s.mode,
+    );
     r.eq("new file size 0", 0, s.size);
     r.eq("new file nlink 1", 1, s.nlink);
     // SAFETY: geteuid/getegid have no preconditions.
@@ -235,31 +261,84 @@ fn g_open(r: &mut Report, cx: &Ctx) {
         let mut b = [0u8; 4];
         r.err("read from O_WRONLY fd", fd.read(&mut b), EBADF);
     }
-    r.err("O_CREAT|O_EXCL on existing file", sys::open(&f, O_CREAT | O_EXCL | O_WRONLY, 0o644), EEXIST);
-    r.err("O_CREAT|O_EXCL on existing dir", sys::open(&d, O_CREAT | O_EXCL | O_WRONLY, 0o644), EEXIST);
+    r.err(
+        "O_CREAT|O_EXCL on existing file",
+        sys::open(&f, O_CREAT | O_EXCL | O_WRONLY, 0o644),
+        EEXIST,
+    );
+    r.err(
+        "O_CREAT|O_EXCL on existing dir",
+        sys::open(&d, O_CREAT | O_EXCL | O_WRONLY, 0o644),
+        EEXIST,
+    );
     must(sys::symlink(b"nowhere", d.join("dangling")), "symlink");
     r.err(
         "O_CREAT|O_EXCL on dangling symlink",
         sys::open(d.join("dangling"), O_CREAT | O_EXCL | O_WRONLY, 0o644),
         EEXIST,
     );
-    r.ok("O_CREAT through dangling symlink", sys::open(d.join("dangling"), O_CREAT | O_WRONLY, 0o600));
-    r.eq("... creates the symlink's target", true, exists(&d.join("nowhere")));
-    r.err("open missing file", sys::open(d.join("missing"), O_RDONLY, 0), ENOENT);
-    r.err("O_CREAT in missing directory", sys::open(d.join("missing/x"), O_CREAT | O_WRONLY, 0o644), ENOENT);
-    r.err("open file/x", sys::open(d.join("f/x"), O_RDONLY, 0), ENOTDIR);
+    r.ok(
+        "O_CREAT through dangling symlink",
+        sys::open(d.join("dangling"), O_CREAT | O_WRONLY, 0o600),
+    );
+    r.eq(
+        "... creates the symlink's target",
+        true,
+        exists(&d.join("nowhere")),
+    );
+    r.err(
+        "open missing file",
+        sys::open(d.join("missing"), O_RDONLY, 0),
+        ENOENT,
+    );
+    r.err(
+        "O_CREAT in missing directory",
+        sys::open(d.join("missing/x"), O_CREAT | O_WRONLY, 0o644),
+        ENOENT,
+    );
+    r.err(
+        "open file/x",
+        sys::open(d.join("f/x"), O_RDONLY, 0),
+        ENOTDIR,
+    );
     r.err("open dir O_WRONLY", sys::open(&d, O_WRONLY, 0), EISDIR);
     r.err("open dir O_RDWR", sys::open(&d, O_RDWR, 0), EISDIR);
-    r.err("O_CREAT with trailing slash", sys::open(d.join("newf/"), O_CREAT | O_WRONLY, 0o644), EISDIR);
-    r.err("O_DIRECTORY on a file", sys::open(&f, O_RDONLY | O_DIRECTORY, 0), ENOTDIR);
-    r.ok("O_DIRECTORY on a dir", sys::open(&d, O_RDONLY | O_DIRECTORY, 0));
+    r.err(
+        "O_CREAT with trailing slash",
+        sys::open(d.join("newf/"), O_CREAT | O_WRONLY, 0o644),
+        EISDIR,
+    );
+    r.err(
+        "O_DIRECTORY on a file",
+        sys::open(&f, O_RDONLY | O_DIRECTORY, 0),
+        ENOTDIR,
+    );
+    r.ok(
+        "O_DIRECTORY on a dir",
+        sys::open(&d, O_RDONLY | O_DIRECTORY, 0),
+    );
     must(sys::symlink(b"f", d.join("lf")), "symlink");
-    r.err("O_NOFOLLOW on symlink", sys::open(d.join("lf"), O_RDONLY | O_NOFOLLOW, 0), ELOOP);
+    r.err(
+        "O_NOFOLLOW on symlink",
+        sys::open(d.join("lf"), O_RDONLY | O_NOFOLLOW, 0),
+        ELOOP,
+    );
     must(sys::symlink(b"loop2", d.join("loop1")), "symlink");
     must(sys::symlink(b"loop1", d.join("loop2")), "symlink");
-    r.err("symlink loop", sys::open(d.join("loop1"), O_RDONLY, 0), ELOOP);
-    r.ok("O_CREAT without O_EXCL on existing file", sys::open(&f, O_CREAT | O_WRONLY, 0o644));
-    r.eq("... keeps its content", Ok(b"hello".to_vec()), sys::read_file(&f));
+    r.err(
+        "symlink loop",
+        sys::open(d.join("loop1"), O_RDONLY, 0),
+        ELOOP,
+    );
+    r.ok(
+        "O_CREAT without O_EXCL on existing file",
+        sys::open(&f, O_CREAT | O_WRONLY, 0o644),
+    );
+    r.eq(
+        "... keeps its content",
+        Ok(b"hello".to_vec()),
+        sys::read_file(&f),
+    );
     r.eq("... keeps its mode", S_IFREG | 0o640, sx(&f).mode);
     let fdr = must(sys::open(&f, O_RDONLY, 0), "open");
     r.err("write to O_RDONLY fd", fdr.write(b"x"), EBADF);
@@ -268,12 +347,24 @@ fn g_open(r: &mut Report, cx: &Ctx) {
     let fd = must(sys::open(&f, O_RDWR, 0), "open");
     must(fd.write(b"abc"), "write");
     let mut b = [0u8; 8];
-    r.eq("read after write at position 3 hits EOF", Ok(0), fd.read(&mut b));
+    r.eq(
+        "read after write at position 3 hits EOF",
+        Ok(0),
+        fd.read(&mut b),
+    );
     r.eq("lseek SEEK_SET 0", Ok(0), fd.lseek(0, libc::SEEK_SET));
     r.eq("read returns the 3 bytes", Ok(3), fd.read(&mut b));
-    r.err("lseek to negative offset", fd.lseek(-1, libc::SEEK_SET), EINVAL);
+    r.err(
+        "lseek to negative offset",
+        fd.lseek(-1, libc::SEEK_SET),
+        EINVAL,
+    );
     r.eq("lseek SEEK_END", Ok(3), fd.lseek(0, libc::SEEK_END));
-    r.eq("lseek SEEK_CUR +10 past EOF", Ok(13), fd.lseek(10, libc::SEEK_CUR));
+    r.eq(
+        "lseek SEEK_CUR +10 past EOF",
+        Ok(13),
+        fd.lseek(10, libc::SEEK_CUR),
+    );
 }
 
 fn g_dirs(r: &mut Report, cx: &Ctx) {
@@ -286,19 +377,39 @@ fn g_dirs(r: &mut Report, cx: &Ctx) {
     r.eq("mkdir mode S_IFDIR|0750", S_IFDIR | 0o750, s.mode);
     r.eq("new dir nlink 2", 2, s.nlink);
     r.eq("parent nlink +1 after mkdir", pn0 + 1, nlink(&d));
-    r.eq("a/.. is the parent", st(&d).st_ino, st(&a.join("..")).st_ino);
+    r.eq(
+        "a/.. is the parent",
+        st(&d).st_ino,
+        st(&a.join("..")).st_ino,
+    );
     r.eq("a/. is a", s.ino, st(&a.join(".")).st_ino);
     r.eq("new dir lists empty", Ok(BTreeSet::new()), list(&a));
     let fd = must(sys::open(&a, O_RDONLY | O_DIRECTORY, 0), "open dir");
     let all = must(list_all(&fd), "getdents");
     let mut names: Vec<Vec<u8>> = all.iter().map(|e| e.name.clone()).collect();
     names.sort();
-    r.eq("empty dir readdir is exactly . and ..", vec![b".".to_vec(), b"..".to_vec()], names);
+    r.eq(
+        "empty dir readdir is exactly . and ..",
+        vec![b".".to_vec(), b"..".to_vec()],
+        names,
+    );
     r.err("mkdir existing dir", sys::mkdir(&a, 0o755), EEXIST);
     touch(&d.join("f"));
-    r.err("mkdir over existing file", sys::mkdir(d.join("f"), 0o755), EEXIST);
-    r.err("mkdir in missing dir", sys::mkdir(d.join("missing/x"), 0o755), ENOENT);
-    r.err("mkdir under a file", sys::mkdir(d.join("f/x"), 0o755), ENOTDIR);
+    r.err(
+        "mkdir over existing file",
+        sys::mkdir(d.join("f"), 0o755),
+        EEXIST,
+    );
+    r.err(
+        "mkdir in missing dir",
+        sys::mkdir(d.join("missing/x"), 0o755),
+        ENOENT,
+    );
+    r.err(
+        "mkdir under a file",
+        sys::mkdir(d.join("f/x"), 0o755),
+        ENOTDIR,
+    );
     r.ok("mkdir with trailing slash", sys::mkdir(d.join("t/"), 0o755));
     touch(&a.join("inner"));
     r.err("rmdir non-empty", sys::rmdir(&a), ENOTEMPTY);
@@ -313,7 +424,7 @@ fn g_dirs(r: &mut Report, cx: &Ctx) {
     r.ok("rmdir empty dir", sys::rmdir(&a));
     r.err("... then lstat", sys::lstat(&a), ENOENT);
     r.eq("parent nlink back after rmdir", pn0 + 1, nlink(&d)); // "t" remains
-    // Subdirectory counts.
+                                                               // Subdirectory counts.
     for i in 0..50 {
         must(sys::mkdir(d.join(format!("s{i}")), 0o755), "mkdir");
     }
@@ -330,25 +441,44 @@ fn g_dirs(r: &mut Report, cx: &Ctx) {
         p = p.join("d");
     }
     r.check("32-level nested mkdir", ok, "success", "a mkdir failed");
-    r.ok("file at depth 32", sys::write_file(p.with_file_name("leaf"), b"x", 0o644));
+    r.ok(
+        "file at depth 32",
+        sys::write_file(p.with_file_name("leaf"), b"x", 0o644),
+    );
     // rmdir of the cwd-like open dir: removing a directory that is open still works.
     let e = d.join("openrm");
     must(sys::mkdir(&e, 0o755), "mkdir");
     let efd = must(sys::open(&e, O_RDONLY | O_DIRECTORY, 0), "open");
     r.ok("rmdir of an open directory", sys::rmdir(&e));
-    r.err("... getdents on it (dead directory)", list_all(&efd), ENOENT);
-    r.eq("... fstat nlink 0", 0, must(efd.fstat(), "fstat").st_nlink as u64);
+    r.err(
+        "... getdents on it (dead directory)",
+        list_all(&efd),
+        ENOENT,
+    );
+    r.eq(
+        "... fstat nlink 0",
+        0,
+        must(efd.fstat(), "fstat").st_nlink as u64,
+    );
     // Unlink while open.
     let u = d.join("openunlink");
     must(sys::write_file(&u, b"still here", 0o644), "write");
     let ufd = must(sys::open(&u, O_RDWR, 0), "open");
     r.ok("unlink of an open file", sys::unlink(&u));
-    r.eq("... fstat nlink 0", 0, must(ufd.fstat(), "fstat").st_nlink as u64);
+    r.eq(
+        "... fstat nlink 0",
+        0,
+        must(ufd.fstat(), "fstat").st_nlink as u64,
+    );
     let mut b = [0u8; 10];
     r.eq("... still readable", Ok(10), ufd.pread(&mut b, 0));
     r.eq("... content intact", b"still here".to_vec(), b.to_vec());
     r.eq("... still writable", Ok(3), ufd.pwrite(b"abc", 10));
-    r.eq("... fstat size 13", 13, must(ufd.fstat(), "fstat").st_size as u64);
+    r.eq(
+        "... fstat size 13",
+        13,
+        must(ufd.fstat(), "fstat").st_size as u64,
+    );
 }
 
 fn g_link(r: &mut Report, cx: &Ctx) {
@@ -361,16 +491,36 @@ fn g_link(r: &mut Report, cx: &Ctx) {
     must(sys::write_file(&f, b"data", 0o644), "write");
     r.ok("link across directories", sys::link(&f, d2.join("g")));
     r.eq("nlink 2 on the file", 2, nlink(&f));
-    r.eq("same inode via both names", st(&f).st_ino, st(&d2.join("g")).st_ino);
+    r.eq(
+        "same inode via both names",
+        st(&f).st_ino,
+        st(&d2.join("g")).st_ino,
+    );
     must(sys::write_file(d2.join("g"), b"changed", 0o644), "write");
-    r.eq("write via one name seen via the other", Ok(b"changed".to_vec()), sys::read_file(&f));
+    r.eq(
+        "write via one name seen via the other",
+        Ok(b"changed".to_vec()),
+        sys::read_file(&f),
+    );
     r.err("link to existing name", sys::link(&f, d2.join("g")), EEXIST);
     r.err("link a directory", sys::link(&d1, d.join("dl")), EPERM);
-    r.err("link missing source", sys::link(d1.join("missing"), d.join("x")), ENOENT);
-    r.err("link into missing dir", sys::link(&f, d.join("missing/x")), ENOENT);
+    r.err(
+        "link missing source",
+        sys::link(d1.join("missing"), d.join("x")),
+        ENOENT,
+    );
+    r.err(
+        "link into missing dir",
+        sys::link(&f, d.join("missing/x")),
+        ENOENT,
+    );
     r.ok("unlink first name", sys::unlink(&f));
     r.eq("other name nlink 1", 1, nlink(&d2.join("g")));
-    r.eq("other name content intact", Ok(b"changed".to_vec()), sys::read_file(d2.join("g")));
+    r.eq(
+        "other name content intact",
+        Ok(b"changed".to_vec()),
+        sys::read_file(d2.join("g")),
+    );
     // Many links.
     let h = d.join("h");
     must(sys::write_file(&h, b"h", 0o644), "write");
@@ -389,13 +539,21 @@ fn g_link(r: &mut Report, cx: &Ctx) {
     // Link to a symlink links the symlink itself (linkat without AT_SYMLINK_FOLLOW).
     must(sys::symlink(b"h", d.join("sl")), "symlink");
     r.ok("link of a symlink", sys::link(d.join("sl"), d.join("sl2")));
-    r.eq("... is a symlink", S_IFLNK, ftype(st(&d.join("sl2")).st_mode));
+    r.eq(
+        "... is a symlink",
+        S_IFLNK,
+        ftype(st(&d.join("sl2")).st_mode),
+    );
     r.eq("... symlink nlink 2", 2, nlink(&d.join("sl")));
     // Link of an unlinked-but-open file fails with ENOENT.
     if let Some(o) = &cx.o.other_dir {
         let od = o.join(format!("fstest-other.{}", std::process::id()));
         if sys::mkdir(&od, 0o755).is_ok() {
-            r.err("link across filesystems", sys::link(&h, od.join("x")), EXDEV);
+            r.err(
+                "link across filesystems",
+                sys::link(&h, od.join("x")),
+                EXDEV,
+            );
             let _ = sys::rmdir(&od);
         }
     }
@@ -404,13 +562,26 @@ fn g_link(r: &mut Report, cx: &Ctx) {
 fn g_symlink(r: &mut Report, cx: &Ctx) {
     let d = cx.sub("symlink");
     let mut rng = Rng::new(11);
-    for len in [1usize, 2, 59, 60, 61, 127, 255, 256, 1000, 2048, 4000, 4094, 4095] {
+    for len in [
+        1usize, 2, 59, 60, 61, 127, 255, 256, 1000, 2048, 4000, 4094, 4095,
+    ] {
         // Printable target bytes with slashes, never NUL.
         let t: Vec<u8> = (0..len)
-            .map(|i| if i % 17 == 16 { b'/' } else { b'a' + rng.below(26) as u8 })
+            .map(|i| {
+                if i % 17 == 16 {
+                    b'/'
+                } else {
+                    b'a' + rng.below(26) as u8
+                }
+            })
             .collect();
         let l = d.join(format!("l{len}"));
-        if r.ok(&format!("symlink with {len}-byte target"), sys::symlink(&t, &l)).is_some() {
+        if r.ok(
+            &format!("symlink with {len}-byte target"),
+            sys::symlink(&t, &l),
+        )
+        .is_some()
+        {
             let got = sys::readlink(&l);
             r.check(
                 &format!("readlink {len}-byte target exact"),
@@ -419,32 +590,84 @@ fn g_symlink(r: &mut Report, cx: &Ctx) {
                 format!("{:?}", got.map(|v| v.len())),
             );
             let s = st(&l);
-            r.eq(&format!("lstat size of {len}-byte symlink"), len as i64, s.st_size);
-            r.eq(&format!("{len}-byte symlink is S_IFLNK|0777"), S_IFLNK | 0o777, s.st_mode);
+            r.eq(
+                &format!("lstat size of {len}-byte symlink"),
+                len as i64,
+                s.st_size,
+            );
+            r.eq(
+                &format!("{len}-byte symlink is S_IFLNK|0777"),
+                S_IFLNK | 0o777,
+                s.st_mode,
+            );
         }
     }
-    r.err("symlink with 4096-byte target", sys::symlink(&[b'x'; 4096], d.join("l4096")), ENAMETOOLONG);
-    r.err("symlink over existing name", sys::symlink(b"x", d.join("l1")), EEXIST);
-    r.err("empty symlink target", sys::symlink(b"", d.join("lempty")), ENOENT);
+    r.err(
+        "symlink with 4096-byte target",
+        sys::symlink(&[b'x'; 4096], d.join("l4096")),
+        ENAMETOOLONG,
+    );
+    r.err(
+        "symlink over existing name",
+        sys::symlink(b"x", d.join("l1")),
+        EEXIST,
+    );
+    r.err(
+        "empty symlink target",
+        sys::symlink(b"", d.join("lempty")),
+        ENOENT,
+    );
     touch(&d.join("file"));
-    r.err("readlink on a regular file", sys::readlink(d.join("file")), EINVAL);
+    r.err(
+        "readlink on a regular file",
+        sys::readlink(d.join("file")),
+        EINVAL,
+    );
     r.err("readlink missing", sys::readlink(d.join("missing")), ENOENT);
     must(sys::write_file(d.join("target"), b"T", 0o644), "write");
     must(sys::mkdir(d.join("sub"), 0o755), "mkdir");
     must(sys::symlink(b"../target", d.join("sub/rel")), "symlink");
-    r.eq("relative ../ symlink resolves", Ok(b"T".to_vec()), sys::read_file(d.join("sub/rel")));
+    r.eq(
+        "relative ../ symlink resolves",
+        Ok(b"T".to_vec()),
+        sys::read_file(d.join("sub/rel")),
+    );
     must(sys::symlink(b"sub", d.join("ldir")), "symlink");
-    r.ok("path through a symlink to a dir", sys::lstat(d.join("ldir/rel")));
-    r.eq("stat follows, lstat does not", (S_IFDIR, S_IFLNK), (ftype(must(sys::stat(d.join("ldir")), "stat").st_mode), ftype(st(&d.join("ldir")).st_mode)));
-    must(sys::symlink(b"does/not/exist", d.join("dangling")), "symlink");
-    r.err("stat of dangling symlink", sys::stat(d.join("dangling")), ENOENT);
+    r.ok(
+        "path through a symlink to a dir",
+        sys::lstat(d.join("ldir/rel")),
+    );
+    r.eq(
+        "stat follows, lstat does not",
+        (S_IFDIR, S_IFLNK),
+        (
+            ftype(must(sys::stat(d.join("ldir")), "stat").st_mode),
+            ftype(st(&d.join("ldir")).st_mode),
+        ),
+    );
+    must(
+        sys::symlink(b"does/not/exist", d.join("dangling")),
+        "symlink",
+    );
+    r.err(
+        "stat of dangling symlink",
+        sys::stat(d.join("dangling")),
+        ENOENT,
+    );
     r.ok("lstat of dangling symlink", sys::lstat(d.join("dangling")));
     r.ok("unlink symlink", sys::unlink(d.join("ldir")));
     r.ok("... target dir untouched", sys::stat(d.join("sub")));
     let abs = d.join("target");
     use std::os::unix::ffi::OsStrExt;
-    must(sys::symlink(abs.as_os_str().as_bytes(), d.join("abs")), "symlink");
-    r.eq("absolute symlink resolves", Ok(b"T".to_vec()), sys::read_file(d.join("abs")));
+    must(
+        sys::symlink(abs.as_os_str().as_bytes(), d.join("abs")),
+        "symlink",
+    );
+    r.eq(
+        "absolute symlink resolves",
+        Ok(b"T".to_vec()),
+        sys::read_file(d.join("abs")),
+    );
 }
 
 fn g_rename(r: &mut Report, cx: &Ctx) {
@@ -454,58 +677,159 @@ fn g_rename(r: &mut Report, cx: &Ctx) {
     // Plain rename.
     w("a", b"A");
     let ino = st(&d.join("a")).st_ino;
-    r.ok("rename to a new name", sys::rename(d.join("a"), d.join("b")));
+    r.ok(
+        "rename to a new name",
+        sys::rename(d.join("a"), d.join("b")),
+    );
     r.err("... old name gone", sys::lstat(d.join("a")), ENOENT);
-    r.eq("... same inode under new name", ino, st(&d.join("b")).st_ino);
-    r.eq("... content", Ok(b"A".to_vec()), sys::read_file(d.join("b")));
+    r.eq(
+        "... same inode under new name",
+        ino,
+        st(&d.join("b")).st_ino,
+    );
+    r.eq(
+        "... content",
+        Ok(b"A".to_vec()),
+        sys::read_file(d.join("b")),
+    );
     // Over an existing file, which is held open.
     w("c", b"C");
     let cfd = must(sys::open(d.join("c"), O_RDONLY, 0), "open");
-    r.ok("rename over existing file", sys::rename(d.join("b"), d.join("c")));
-    r.eq("... target now has source content", Ok(b"A".to_vec()), sys::read_file(d.join("c")));
-    r.eq("... replaced inode has nlink 0", 0, must(cfd.fstat(), "fstat").st_nlink);
+    r.ok(
+        "rename over existing file",
+        sys::rename(d.join("b"), d.join("c")),
+    );
+    r.eq(
+        "... target now has source content",
+        Ok(b"A".to_vec()),
+        sys::read_file(d.join("c")),
+    );
+    r.eq(
+        "... replaced inode has nlink 0",
+        0,
+        must(cfd.fstat(), "fstat").st_nlink,
+    );
     let mut b = [0u8; 1];
-    r.eq("... replaced inode still readable", (Ok(1), b'C'), (cfd.pread(&mut b, 0), b[0]));
-    r.ok("rename file to itself", sys::rename(d.join("c"), d.join("c")));
+    r.eq(
+        "... replaced inode still readable",
+        (Ok(1), b'C'),
+        (cfd.pread(&mut b, 0), b[0]),
+    );
+    r.ok(
+        "rename file to itself",
+        sys::rename(d.join("c"), d.join("c")),
+    );
     must(sys::link(d.join("c"), d.join("c2")), "link");
-    r.ok("rename between two hard links of one inode", sys::rename(d.join("c"), d.join("c2")));
-    r.eq("... both names remain (POSIX no-op)", (true, true), (exists(&d.join("c")), exists(&d.join("c2"))));
+    r.ok(
+        "rename between two hard links of one inode",
+        sys::rename(d.join("c"), d.join("c2")),
+    );
+    r.eq(
+        "... both names remain (POSIX no-op)",
+        (true, true),
+        (exists(&d.join("c")), exists(&d.join("c2"))),
+    );
     // Directories.
     md("d1");
     md("d2");
     touch(&d.join("d1/x"));
     let n0 = nlink(&d);
-    r.ok("rename dir over empty dir", sys::rename(d.join("d1"), d.join("d2")));
+    r.ok(
+        "rename dir over empty dir",
+        sys::rename(d.join("d1"), d.join("d2")),
+    );
     r.eq("... content moved", true, exists(&d.join("d2/x")));
     r.eq("... parent nlink -1", n0 - 1, nlink(&d));
     md("d3");
     touch(&d.join("d3/y"));
-    r.err("rename dir over non-empty dir", sys::rename(d.join("d3"), d.join("d2")), ENOTEMPTY);
-    r.err("rename file over dir", sys::rename(d.join("c"), d.join("d3")), EISDIR);
-    r.err("rename dir over file", sys::rename(d.join("d3"), d.join("c")), ENOTDIR);
-    r.err("rename into own subdir", sys::rename(d.join("d3"), d.join("d3/sub")), EINVAL);
+    r.err(
+        "rename dir over non-empty dir",
+        sys::rename(d.join("d3"), d.join("d2")),
+        ENOTEMPTY,
+    );
+    r.err(
+        "rename file over dir",
+        sys::rename(d.join("c"), d.join("d3")),
+        EISDIR,
+    );
+    r.err(
+        "rename dir over file",
+        sys::rename(d.join("d3"), d.join("c")),
+        ENOTDIR,
+    );
+    r.err(
+        "rename into own subdir",
+        sys::rename(d.join("d3"), d.join("d3/sub")),
+        EINVAL,
+    );
     md("d3/s1");
-    r.err("rename into own grandchild", sys::rename(d.join("d3"), d.join("d3/s1/s2")), EINVAL);
-    r.err("rename missing source", sys::rename(d.join("missing"), d.join("x")), ENOENT);
-    r.err("rename into missing dir", sys::rename(d.join("c"), d.join("missing/x")), ENOENT);
-    r.err("rename to path under a file", sys::rename(d.join("c2"), d.join("c/x")), ENOTDIR);
-    r.err("rename of dir/.", sys::rename(d.join("d3/."), d.join("x")), EBUSY);
+    r.err(
+        "rename into own grandchild",
+        sys::rename(d.join("d3"), d.join("d3/s1/s2")),
+        EINVAL,
+    );
+    r.err(
+        "rename missing source",
+        sys::rename(d.join("missing"), d.join("x")),
+        ENOENT,
+    );
+    r.err(
+        "rename into missing dir",
+        sys::rename(d.join("c"), d.join("missing/x")),
+        ENOENT,
+    );
+    r.err(
+        "rename to path under a file",
+        sys::rename(d.join("c2"), d.join("c/x")),
+        ENOTDIR,
+    );
+    r.err(
+        "rename of dir/.",
+        sys::rename(d.join("d3/."), d.join("x")),
+        EBUSY,
+    );
     // Move a directory to another parent.
     md("p1");
     md("p2");
     md("p1/m");
     let (a1, a2) = (nlink(&d.join("p1")), nlink(&d.join("p2")));
-    r.ok("move dir to another parent", sys::rename(d.join("p1/m"), d.join("p2/m")));
+    r.ok(
+        "move dir to another parent",
+        sys::rename(d.join("p1/m"), d.join("p2/m")),
+    );
     r.eq("... source parent nlink -1", a1 - 1, nlink(&d.join("p1")));
     r.eq("... target parent nlink +1", a2 + 1, nlink(&d.join("p2")));
-    r.eq("... moved dir's .. is the new parent", st(&d.join("p2")).st_ino, st(&d.join("p2/m/..")).st_ino);
+    r.eq(
+        "... moved dir's .. is the new parent",
+        st(&d.join("p2")).st_ino,
+        st(&d.join("p2/m/..")).st_ino,
+    );
     // RENAME_NOREPLACE.
     w("n1", b"1");
     w("n2", b"2");
-    r.err("RENAME_NOREPLACE over existing", sys::rename2(d.join("n1"), d.join("n2"), RENAME_NOREPLACE), EEXIST);
-    r.eq("... both untouched", (Ok(b"1".to_vec()), Ok(b"2".to_vec())), (sys::read_file(d.join("n1")), sys::read_file(d.join("n2"))));
-    r.ok("RENAME_NOREPLACE to new name", sys::rename2(d.join("n1"), d.join("n3"), RENAME_NOREPLACE));
-    r.err("RENAME_NOREPLACE|RENAME_EXCHANGE", sys::rename2(d.join("n2"), d.join("n3"), RENAME_NOREPLACE | RENAME_EXCHANGE), EINVAL);
+    r.err(
+        "RENAME_NOREPLACE over existing",
+        sys::rename2(d.join("n1"), d.join("n2"), RENAME_NOREPLACE),
+        EEXIST,
+    );
+    r.eq(
+        "... both untouched",
+        (Ok(b"1".to_vec()), Ok(b"2".to_vec())),
+        (sys::read_file(d.join("n1")), sys::read_file(d.join("n2"))),
+    );
+    r.ok(
+        "RENAME_NOREPLACE to new name",
+        sys::rename2(d.join("n1"), d.join("n3"), RENAME_NOREPLACE),
+    );
+    r.err(
+        "RENAME_NOREPLACE|RENAME_EXCHANGE",
+        sys::rename2(
+            d.join("n2"),
+            d.join("n3"),
+            RENAME_NOREPLACE | RENAME_EXCHANGE,
+        ),
+        EINVAL,
+    );
     // RENAME_EXCHANGE file <-> dir across parents.
     md("e1");
     md("e2");
@@ -514,42 +838,120 @@ fn g_rename(r: &mut Report, cx: &Ctx) {
     w("e2/file", b"F");
     let (di, fi) = (st(&d.join("e1/dir")).st_ino, st(&d.join("e2/file")).st_ino);
     let (l1, l2) = (nlink(&d.join("e1")), nlink(&d.join("e2")));
-    if r.ok("RENAME_EXCHANGE file<->dir", sys::rename2(d.join("e1/dir"), d.join("e2/file"), RENAME_EXCHANGE)).is_some() {
-    r.eq("... e1/dir is now the file", (S_IFREG, fi), (ftype(st(&d.join("e1/dir")).st_mode), st(&d.join("e1/dir")).st_ino));
-    r.eq("... e2/file is now the dir", (S_IFDIR, di), (ftype(st(&d.join("e2/file")).st_mode), st(&d.join("e2/file")).st_ino));
-    r.eq("... dir content travelled", true, exists(&d.join("e2/file/inside")));
-    r.eq("... parents' nlink swapped", (l1 - 1, l2 + 1), (nlink(&d.join("e1")), nlink(&d.join("e2"))));
-    r.eq("... dir's .. is the new parent", st(&d.join("e2")).st_ino, st(&d.join("e2/file/..")).st_ino);
+    if r.ok(
+        "RENAME_EXCHANGE file<->dir",
+        sys::rename2(d.join("e1/dir"), d.join("e2/file"), RENAME_EXCHANGE),
+    )
+    .is_some()
+    {
+        r.eq(
+            "... e1/dir is now the file",
+            (S_IFREG, fi),
+            (
+                ftype(st(&d.join("e1/dir")).st_mode),
+                st(&d.join("e1/dir")).st_ino,
+            ),
+        );
+        r.eq(
+            "... e2/file is now the dir",
+            (S_IFDIR, di),
+            (
+                ftype(st(&d.join("e2/file")).st_mode),
+                st(&d.join("e2/file")).st_ino,
+            ),
+        );
+        r.eq(
+            "... dir content travelled",
+            true,
+            exists(&d.join("e2/file/inside")),
+        );
+        r.eq(
+            "... parents' nlink swapped",
+            (l1 - 1, l2 + 1),
+            (nlink(&d.join("e1")), nlink(&d.join("e2"))),
+        );
+        r.eq(
+            "... dir's .. is the new parent",
+            st(&d.join("e2")).st_ino,
+            st(&d.join("e2/file/..")).st_ino,
+        );
     }
-    r.err("RENAME_EXCHANGE with missing target", sys::rename2(d.join("e1/dir"), d.join("e2/none"), RENAME_EXCHANGE), ENOENT);
+    r.err(
+        "RENAME_EXCHANGE with missing target",
+        sys::rename2(d.join("e1/dir"), d.join("e2/none"), RENAME_EXCHANGE),
+        ENOENT,
+    );
     w("x1", b"one");
     w("x2", b"two");
-    r.ok("RENAME_EXCHANGE two files", sys::rename2(d.join("x1"), d.join("x2"), RENAME_EXCHANGE));
-    r.eq("... contents swapped", (Ok(b"two".to_vec()), Ok(b"one".to_vec())), (sys::read_file(d.join("x1")), sys::read_file(d.join("x2"))));
+    r.ok(
+        "RENAME_EXCHANGE two files",
+        sys::rename2(d.join("x1"), d.join("x2"), RENAME_EXCHANGE),
+    );
+    r.eq(
+        "... contents swapped",
+        (Ok(b"two".to_vec()), Ok(b"one".to_vec())),
+        (sys::read_file(d.join("x1")), sys::read_file(d.join("x2"))),
+    );
     // Symlink rename.
     must(sys::symlink(b"some/target", d.join("sl")), "symlink");
-    r.ok("rename a symlink", sys::rename(d.join("sl"), d.join("e1/sl")));
-    r.eq("... target text intact", Ok(b"some/target".to_vec()), sys::readlink(d.join("e1/sl")));
+    r.ok(
+        "rename a symlink",
+        sys::rename(d.join("sl"), d.join("e1/sl")),
+    );
+    r.eq(
+        "... target text intact",
+        Ok(b"some/target".to_vec()),
+        sys::readlink(d.join("e1/sl")),
+    );
     // A ring of renames keeps every file's content.
     md("ring");
     for i in 0..20 {
         w(&format!("ring/f{i}"), format!("content {i}").as_bytes());
     }
-    must(sys::rename(d.join("ring/f19"), d.join("ring/tmp")), "rename");
+    must(
+        sys::rename(d.join("ring/f19"), d.join("ring/tmp")),
+        "rename",
+    );
     for i in (0..19).rev() {
-        must(sys::rename(d.join(format!("ring/f{i}")), d.join(format!("ring/f{}", i + 1))), "rename");
+        must(
+            sys::rename(
+                d.join(format!("ring/f{i}")),
+                d.join(format!("ring/f{}", i + 1)),
+            ),
+            "rename",
+        );
     }
     must(sys::rename(d.join("ring/tmp"), d.join("ring/f0")), "rename");
-    let ok = (0..20).all(|i| sys::read_file(d.join(format!("ring/f{i}"))).ok() == Some(format!("content {}", (i + 19) % 20).into_bytes()));
-    r.check("ring of 20 renames keeps contents", ok, "rotated contents", "mismatch");
-    r.eq("ring dir has exactly 20 entries", Ok(20), list(&d.join("ring")).map(|s| s.len()));
+    let ok = (0..20).all(|i| {
+        sys::read_file(d.join(format!("ring/f{i}"))).ok()
+            == Some(format!("content {}", (i + 19) % 20).into_bytes())
+    });
+    r.check(
+        "ring of 20 renames keeps contents",
+        ok,
+        "rotated contents",
+        "mismatch",
+    );
+    r.eq(
+        "ring dir has exactly 20 entries",
+        Ok(20),
+        list(&d.join("ring")).map(|s| s.len()),
+    );
     // Cross-filesystem.
     match &cx.o.other_dir {
         Some(o) => {
             let od = o.join(format!("fstest-other.{}", std::process::id()));
             let _ = sys::mkdir(&od, 0o755);
-            r.err("rename across filesystems", sys::rename(d.join("x1"), od.join("x1")), EXDEV);
-            r.err("RENAME_EXCHANGE across filesystems", sys::rename2(d.join("x1"), &od, RENAME_EXCHANGE), EXDEV);
+            r.err(
+                "rename across filesystems",
+                sys::rename(d.join("x1"), od.join("x1")),
+                EXDEV,
+            );
+            r.err(
+                "RENAME_EXCHANGE across filesystems",
+                sys::rename2(d.join("x1"), &od, RENAME_EXCHANGE),
+                EXDEV,
+            );
             let _ = sys::rmdir(&od);
         }
         None => r.skip("rename across filesystems", "no --other-dir"),
@@ -561,34 +963,59 @@ fn g_mknod(r: &mut Report, cx: &Ctx) {
     let cases: &[(&str, u32, u64)] = &[
         ("fifo", S_IFIFO, 0),
         ("char 1:3", S_IFCHR, libc::makedev(1, 3)),
-        ("char 0x123:0x45678 (wide dev_t)", S_IFCHR, libc::makedev(0x123, 0x45678)),
+        (
+            "char 0x123:0x45678 (wide dev_t)",
+            S_IFCHR,
+            libc::makedev(0x123, 0x45678),
+        ),
         ("block 8:1", S_IFBLK, libc::makedev(8, 1)),
-        ("block 259:0x12345 (wide dev_t)", S_IFBLK, libc::makedev(259, 0x12345)),
+        (
+            "block 259:0x12345 (wide dev_t)",
+            S_IFBLK,
+            libc::makedev(259, 0x12345),
+        ),
         ("socket", S_IFSOCK, 0),
         ("regular", S_IFREG, 0),
     ];
     for (i, (name, t, dev)) in cases.iter().enumerate() {
         let p = d.join(format!("n{i}"));
         if (*t == S_IFCHR || *t == S_IFBLK) && !sys::is_root() {
-            r.err(&format!("mknod {name} without CAP_MKNOD"), sys::mknod(&p, t | 0o640, *dev), EPERM);
+            r.err(
+                &format!("mknod {name} without CAP_MKNOD"),
+                sys::mknod(&p, t | 0o640, *dev),
+                EPERM,
+            );
             continue;
         }
-        if r.ok(&format!("mknod {name}"), sys::mknod(&p, t | 0o640, *dev)).is_none() {
+        if r.ok(&format!("mknod {name}"), sys::mknod(&p, t | 0o640, *dev))
+            .is_none()
+        {
             continue;
         }
         let s = st(&p);
         r.eq(&format!("{name}: mode"), t | 0o640, s.st_mode);
         if *t == S_IFCHR || *t == S_IFBLK {
             r.eq(&format!("{name}: rdev round trip (stat)"), *dev, s.st_rdev);
-            r.eq(&format!("{name}: rdev round trip (statx)"), *dev, sx(&p).rdev);
+            r.eq(
+                &format!("{name}: rdev round trip (statx)"),
+                *dev,
+                sx(&p).rdev,
+            );
         }
         if *t != S_IFCHR && *t != S_IFBLK {
             // POSIX leaves st_size of devices unspecified (UBIFS reports 4).
             r.eq(&format!("{name}: size 0"), 0, s.st_size);
         }
     }
-    r.err("mknod over existing name", sys::mknod(d.join("n0"), S_IFIFO | 0o644, 0), EEXIST);
-    r.ok("open fifo O_RDONLY|O_NONBLOCK", sys::open(d.join("n0"), O_RDONLY | libc::O_NONBLOCK, 0));
+    r.err(
+        "mknod over existing name",
+        sys::mknod(d.join("n0"), S_IFIFO | 0o644, 0),
+        EEXIST,
+    );
+    r.ok(
+        "open fifo O_RDONLY|O_NONBLOCK",
+        sys::open(d.join("n0"), O_RDONLY | libc::O_NONBLOCK, 0),
+    );
     // Readdir d_type.
     let fd = must(sys::open(&d, O_RDONLY | O_DIRECTORY, 0), "open");
     must(sys::mkdir(d.join("dir"), 0o755), "mkdir");
@@ -607,8 +1034,14 @@ fn g_mknod(r: &mut Report, cx: &Ctx) {
     .collect();
     let mut unknown = 0;
     let mut bad = Vec::new();
-    let ents: Vec<_> = ents.into_iter().filter(|e| want.contains_key(&e.name[..])).collect();
-    let want: BTreeMap<&[u8], u8> = want.into_iter().filter(|(k, _)| ents.iter().any(|e| &e.name[..] == *k)).collect();
+    let ents: Vec<_> = ents
+        .into_iter()
+        .filter(|e| want.contains_key(&e.name[..]))
+        .collect();
+    let want: BTreeMap<&[u8], u8> = want
+        .into_iter()
+        .filter(|(k, _)| ents.iter().any(|e| &e.name[..] == *k))
+        .collect();
     for e in &ents {
         if let Some(&w) = want.get(&e.name[..]) {
             if e.dtype == libc::DT_UNKNOWN {
@@ -619,9 +1052,17 @@ fn g_mknod(r: &mut Report, cx: &Ctx) {
         }
     }
     if unknown == want.len() {
-        r.skip("readdir d_type of every file type", "filesystem reports DT_UNKNOWN");
+        r.skip(
+            "readdir d_type of every file type",
+            "filesystem reports DT_UNKNOWN",
+        );
     } else {
-        r.check("readdir d_type of every file type", bad.is_empty() && unknown == 0, "matching types", bad.join(","));
+        r.check(
+            "readdir d_type of every file type",
+            bad.is_empty() && unknown == 0,
+            "matching types",
+            bad.join(","),
+        );
     }
 }
 
@@ -649,17 +1090,33 @@ fn g_attrs(r: &mut Report, cx: &Ctx) {
     r.ok("chown 1234:5678", sys::chown(&f, 1234, 5678));
     r.eq("... owner", (1234, 5678), (st(&f).st_uid, st(&f).st_gid));
     r.ok("chown -1:-1", sys::chown(&f, u32::MAX, u32::MAX));
-    r.eq("... unchanged", (1234, 5678), (st(&f).st_uid, st(&f).st_gid));
+    r.eq(
+        "... unchanged",
+        (1234, 5678),
+        (st(&f).st_uid, st(&f).st_gid),
+    );
     r.ok("chown uid only", sys::chown(&f, 42, u32::MAX));
     r.eq("... gid kept", (42, 5678), (st(&f).st_uid, st(&f).st_gid));
     r.ok("fchown 7:8", fd.fchown(7, 8));
     r.eq("... owner", (7, 8), (st(&f).st_uid, st(&f).st_gid));
     r.ok("lchown symlink 99:98", sys::lchown(d.join("lf"), 99, 98));
-    r.eq("... symlink owner changed", (99, 98), (st(&d.join("lf")).st_uid, st(&d.join("lf")).st_gid));
-    r.eq("... target unchanged", (7, 8), (st(&f).st_uid, st(&f).st_gid));
+    r.eq(
+        "... symlink owner changed",
+        (99, 98),
+        (st(&d.join("lf")).st_uid, st(&d.join("lf")).st_gid),
+    );
+    r.eq(
+        "... target unchanged",
+        (7, 8),
+        (st(&f).st_uid, st(&f).st_gid),
+    );
     must(sys::chmod(&f, 0o6755), "chmod");
     r.ok("chown of a setuid+setgid file", sys::chown(&f, 1, 1));
-    r.eq("... clears S_ISUID and S_ISGID", S_IFREG | 0o755, st(&f).st_mode);
+    r.eq(
+        "... clears S_ISUID and S_ISGID",
+        S_IFREG | 0o755,
+        st(&f).st_mode,
+    );
     // setgid directory inheritance.
     let g = d.join("sgid");
     must(sys::mkdir(&g, 0o755), "mkdir");
@@ -667,8 +1124,16 @@ fn g_attrs(r: &mut Report, cx: &Ctx) {
     must(sys::chmod(&g, 0o2775), "chmod");
     touch(&g.join("child"));
     must(sys::mkdir(g.join("subdir"), 0o755), "mkdir");
-    r.eq("file in setgid dir inherits gid", 4321, st(&g.join("child")).st_gid);
-    r.eq("subdir of setgid dir inherits gid and S_ISGID", (4321, S_IFDIR | 0o2755), (st(&g.join("subdir")).st_gid, st(&g.join("subdir")).st_mode));
+    r.eq(
+        "file in setgid dir inherits gid",
+        4321,
+        st(&g.join("child")).st_gid,
+    );
+    r.eq(
+        "subdir of setgid dir inherits gid and S_ISGID",
+        (4321, S_IFDIR | 0o2755),
+        (st(&g.join("subdir")).st_gid, st(&g.join("subdir")).st_mode),
+    );
 }
 
 fn g_times(r: &mut Report, cx: &Ctx) {
@@ -678,51 +1143,160 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     let set = |a: TimeSpec, m: TimeSpec| sys::utimens(&f, Some((a, m)), false);
     // Granularity: store a time with all nanosecond digits set and see which survive. The exact
     // round-trip checks below still demand 1 ns; the update-rule checks adapt to it.
-    must(set(TimeSpec::At(1_000_000_000, 999_999_999), TimeSpec::At(1_000_000_000, 999_999_999)), "utimensat");
+    must(
+        set(
+            TimeSpec::At(1_000_000_000, 999_999_999),
+            TimeSpec::At(1_000_000_000, 999_999_999),
+        ),
+        "utimensat",
+    );
     let kept = sx(&f).mtime.nsec;
-    let gran = (0..=9u32).map(|k| 10u64.pow(k)).find(|&g| u64::from(kept) == 999_999_999 / g * g).unwrap_or(1_000_000_000);
+    let gran = (0..=9u32)
+        .map(|k| 10u64.pow(k))
+        .find(|&g| u64::from(kept) == 999_999_999 / g * g)
+        .unwrap_or(1_000_000_000);
     GRAN_NS.store(gran, Ordering::Relaxed);
     r.note(format!("timestamp granularity {gran} ns"));
     // Exact nanosecond round trips.
     for (name, a, m) in [
-        ("ns timestamps", (1_000_000_000i64, 123_456_789i64), (1_500_000_000i64, 987_654_321i64)),
-        ("post-2038 timestamps", (4_000_000_000, 1), (4_102_444_800, 999_999_999)),
+        (
+            "ns timestamps",
+            (1_000_000_000i64, 123_456_789i64),
+            (1_500_000_000i64, 987_654_321i64),
+        ),
+        (
+            "post-2038 timestamps",
+            (4_000_000_000, 1),
+            (4_102_444_800, 999_999_999),
+        ),
         ("pre-1970 timestamps", (-1_000_000, 500_000_000), (-1, 0)),
         ("zero timestamps", (0, 0), (0, 1)),
     ] {
-        if r.ok(&format!("utimensat {name}"), set(TimeSpec::At(a.0, a.1), TimeSpec::At(m.0, m.1))).is_some() {
+        if r.ok(
+            &format!("utimensat {name}"),
+            set(TimeSpec::At(a.0, a.1), TimeSpec::At(m.0, m.1)),
+        )
+        .is_some()
+        {
             let s = sx(&f);
-            r.eq(&format!("... {name} atime exact"), Ts { sec: a.0, nsec: a.1 as u32 }, s.atime);
-            r.eq(&format!("... {name} mtime exact"), Ts { sec: m.0, nsec: m.1 as u32 }, s.mtime);
+            r.eq(
+                &format!("... {name} atime exact"),
+                Ts {
+                    sec: a.0,
+                    nsec: a.1 as u32,
+                },
+                s.atime,
+            );
+            r.eq(
+                &format!("... {name} mtime exact"),
+                Ts {
+                    sec: m.0,
+                    nsec: m.1 as u32,
+                },
+                s.mtime,
+            );
         }
     }
-    must(set(TimeSpec::At(1_000_000_000, 111), TimeSpec::At(1_000_000_000, 222)), "utimens");
-    r.ok("utimensat UTIME_OMIT atime", set(TimeSpec::Omit, TimeSpec::At(1_200_000_000, 5)));
+    must(
+        set(
+            TimeSpec::At(1_000_000_000, 111),
+            TimeSpec::At(1_000_000_000, 222),
+        ),
+        "utimens",
+    );
+    r.ok(
+        "utimensat UTIME_OMIT atime",
+        set(TimeSpec::Omit, TimeSpec::At(1_200_000_000, 5)),
+    );
     let s = sx(&f);
-    r.eq("... atime unchanged, mtime set", (Ts { sec: 1_000_000_000, nsec: 111 }, Ts { sec: 1_200_000_000, nsec: 5 }), (s.atime, s.mtime));
-    r.ok("utimensat UTIME_OMIT both", set(TimeSpec::Omit, TimeSpec::Omit));
-    r.eq("... unchanged", (s.atime, s.mtime), (sx(&f).atime, sx(&f).mtime));
+    r.eq(
+        "... atime unchanged, mtime set",
+        (
+            Ts {
+                sec: 1_000_000_000,
+                nsec: 111,
+            },
+            Ts {
+                sec: 1_200_000_000,
+                nsec: 5,
+            },
+        ),
+        (s.atime, s.mtime),
+    );
+    r.ok(
+        "utimensat UTIME_OMIT both",
+        set(TimeSpec::Omit, TimeSpec::Omit),
+    );
+    r.eq(
+        "... unchanged",
+        (s.atime, s.mtime),
+        (sx(&f).atime, sx(&f).mtime),
+    );
     let before = ts_trunc(sys::coarse_now());
-    r.ok("utimensat UTIME_NOW mtime", set(TimeSpec::Omit, TimeSpec::Now));
+    r.ok(
+        "utimensat UTIME_NOW mtime",
+        set(TimeSpec::Omit, TimeSpec::Now),
+    );
     let after = sys::now();
     let s2 = sx(&f);
-    r.check("... mtime now", s2.mtime >= before && s2.mtime <= after, format!("in [{before}, {after}]"), s2.mtime);
+    r.check(
+        "... mtime now",
+        s2.mtime >= before && s2.mtime <= after,
+        format!("in [{before}, {after}]"),
+        s2.mtime,
+    );
     r.eq("... atime unchanged", s.atime, s2.atime);
-    r.check("... ctime now", s2.ctime >= before && s2.ctime <= after, format!("in [{before}, {after}]"), s2.ctime);
+    r.check(
+        "... ctime now",
+        s2.ctime >= before && s2.ctime <= after,
+        format!("in [{before}, {after}]"),
+        s2.ctime,
+    );
     let before = ts_trunc(sys::coarse_now());
     r.ok("utimensat NULL (both now)", sys::utimens(&f, None, false));
     let s3 = sx(&f);
     let after = sys::now();
-    r.check("... atime and mtime now", s3.atime >= before && s3.mtime >= before && s3.atime <= after, format!(">= {before}"), format!("{} {}", s3.atime, s3.mtime));
-    r.err("utimensat nsec = 1e9", set(TimeSpec::At(1, 1_000_000_000), TimeSpec::Omit), EINVAL);
+    r.check(
+        "... atime and mtime now",
+        s3.atime >= before && s3.mtime >= before && s3.atime <= after,
+        format!(">= {before}"),
+        format!("{} {}", s3.atime, s3.mtime),
+    );
+    r.err(
+        "utimensat nsec = 1e9",
+        set(TimeSpec::At(1, 1_000_000_000), TimeSpec::Omit),
+        EINVAL,
+    );
     must(sys::symlink(b"f", d.join("lf")), "symlink");
     let fs0 = sx(&f);
-    r.ok("utimensat AT_SYMLINK_NOFOLLOW", sys::utimens(d.join("lf"), Some((TimeSpec::At(5, 5), TimeSpec::At(6, 6))), true));
-    r.eq("... symlink's mtime set", Ts { sec: 6, nsec: 6 }, sx(&d.join("lf")).mtime);
+    r.ok(
+        "utimensat AT_SYMLINK_NOFOLLOW",
+        sys::utimens(
+            d.join("lf"),
+            Some((TimeSpec::At(5, 5), TimeSpec::At(6, 6))),
+            true,
+        ),
+    );
+    r.eq(
+        "... symlink's mtime set",
+        Ts { sec: 6, nsec: 6 },
+        sx(&d.join("lf")).mtime,
+    );
     r.eq("... target's mtime untouched", fs0.mtime, sx(&f).mtime);
     must(sys::mkdir(d.join("dir"), 0o755), "mkdir");
-    r.ok("utimensat on a dir", sys::utimens(d.join("dir"), Some((TimeSpec::At(7, 70), TimeSpec::At(8, 80))), false));
-    r.eq("... dir mtime exact", Ts { sec: 8, nsec: 80 }, sx(&d.join("dir")).mtime);
+    r.ok(
+        "utimensat on a dir",
+        sys::utimens(
+            d.join("dir"),
+            Some((TimeSpec::At(7, 70), TimeSpec::At(8, 80))),
+            false,
+        ),
+    );
+    r.eq(
+        "... dir mtime exact",
+        Ts { sec: 8, nsec: 80 },
+        sx(&d.join("dir")).mtime,
+    );
     match sx(&f).btime {
         Some(b) => r.note(format!("statx reports btime ({b})")),
         None => r.note("statx reports no btime"),
@@ -741,7 +1315,12 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     let g = d.join("g");
     touch(&g);
     let gs = sx(&g);
-    r.check("create: new file atime=mtime=ctime", gs.atime == gs.mtime && gs.mtime == gs.ctime, "equal", format!("{} {} {}", gs.atime, gs.mtime, gs.ctime));
+    r.check(
+        "create: new file atime=mtime=ctime",
+        gs.atime == gs.mtime && gs.mtime == gs.ctime,
+        "equal",
+        format!("{} {} {}", gs.atime, gs.mtime, gs.ctime),
+    );
     let p1 = sx(&d);
     later(r, "create: parent mtime updated", p0.mtime, p1.mtime);
     later(r, "create: parent ctime updated", p0.ctime, p1.ctime);
@@ -804,7 +1383,12 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     tick(&pa);
     must(sys::unlink(d.join("g2")), "unlink");
     let (sb, pb) = (sx(&g), sx(&d));
-    later(r, "unlink: remaining file ctime updated", sa.ctime, sb.ctime);
+    later(
+        r,
+        "unlink: remaining file ctime updated",
+        sa.ctime,
+        sb.ctime,
+    );
     later(r, "unlink: dir mtime updated", pa.mtime, pb.mtime);
     later(r, "unlink: dir ctime updated", pa.ctime, pb.ctime);
     // rename across dirs
@@ -820,7 +1404,12 @@ fn g_times(r: &mut Report, cx: &Ctx) {
     later(r, "rename: source dir ctime updated", p.ctime, p8.ctime);
     later(r, "rename: target dir mtime updated", q.mtime, q8.mtime);
     later(r, "rename: target dir ctime updated", q.ctime, q8.ctime);
-    later(r, "rename: renamed file ctime updated (Linux convention)", s.ctime, s8.ctime);
+    later(
+        r,
+        "rename: renamed file ctime updated (Linux convention)",
+        s.ctime,
+        s8.ctime,
+    );
     same(r, "rename: renamed file mtime unchanged", s.mtime, s8.mtime);
     // mkdir / rmdir / symlink: parent m/c
     let p = sx(&d);
@@ -871,21 +1460,59 @@ fn g_names(r: &mut Report, cx: &Ctx) {
     let n255b = "m".repeat(255);
     let n256 = "o".repeat(256);
     let p255 = d.join(&n255);
-    r.ok("create with 255-byte name", sys::write_file(&p255, b"x", 0o644));
+    r.ok(
+        "create with 255-byte name",
+        sys::write_file(&p255, b"x", 0o644),
+    );
     r.ok("stat 255-byte name", sys::lstat(&p255));
-    r.eq("readdir returns the 255-byte name", Ok([n255.as_bytes().to_vec()].into_iter().collect::<BTreeSet<_>>()), list(&d));
-    r.ok("rename to another 255-byte name", sys::rename(&p255, d.join(&n255b)));
+    r.eq(
+        "readdir returns the 255-byte name",
+        Ok([n255.as_bytes().to_vec()]
+            .into_iter()
+            .collect::<BTreeSet<_>>()),
+        list(&d),
+    );
+    r.ok(
+        "rename to another 255-byte name",
+        sys::rename(&p255, d.join(&n255b)),
+    );
     r.ok("link to a 255-byte name", sys::link(d.join(&n255b), &p255));
-    r.ok("unlink 255-byte names", sys::unlink(&p255).and(sys::unlink(d.join(&n255b))));
+    r.ok(
+        "unlink 255-byte names",
+        sys::unlink(&p255).and(sys::unlink(d.join(&n255b))),
+    );
     r.ok("mkdir with 255-byte name", sys::mkdir(&p255, 0o755));
-    r.ok("symlink with 255-byte name", sys::symlink(b"t", d.join(&n255b)));
+    r.ok(
+        "symlink with 255-byte name",
+        sys::symlink(b"t", d.join(&n255b)),
+    );
     let p256 = d.join(&n256);
-    r.err("create with 256-byte name", sys::open(&p256, O_CREAT | O_WRONLY, 0o644), ENAMETOOLONG);
-    r.err("mkdir with 256-byte name", sys::mkdir(&p256, 0o755), ENAMETOOLONG);
+    r.err(
+        "create with 256-byte name",
+        sys::open(&p256, O_CREAT | O_WRONLY, 0o644),
+        ENAMETOOLONG,
+    );
+    r.err(
+        "mkdir with 256-byte name",
+        sys::mkdir(&p256, 0o755),
+        ENAMETOOLONG,
+    );
     r.err("lstat 256-byte name", sys::lstat(&p256), ENAMETOOLONG);
-    r.err("rename to 256-byte name", sys::rename(&p255, &p256), ENAMETOOLONG);
-    r.err("symlink with 256-byte name", sys::symlink(b"t", &p256), ENAMETOOLONG);
-    r.err("mknod with 256-byte name", sys::mknod(&p256, S_IFIFO | 0o644, 0), ENAMETOOLONG);
+    r.err(
+        "rename to 256-byte name",
+        sys::rename(&p255, &p256),
+        ENAMETOOLONG,
+    );
+    r.err(
+        "symlink with 256-byte name",
+        sys::symlink(b"t", &p256),
+        ENAMETOOLONG,
+    );
+    r.err(
+        "mknod with 256-byte name",
+        sys::mknod(&p256, S_IFIFO | 0o644, 0),
+        ENAMETOOLONG,
+    );
     // Unusual bytes round trip exactly through readdir.
     let e = cx.sub("names-odd");
     let odd: Vec<Vec<u8>> = vec![
@@ -905,10 +1532,27 @@ fn g_names(r: &mut Report, cx: &Ctx) {
     for (i, n) in odd.iter().enumerate() {
         ok &= sys::write_file(join(&e, n), format!("{i}").as_bytes(), 0o644).is_ok();
     }
-    r.check("create files with unusual name bytes", ok, "success", "a create failed");
-    r.eq("readdir returns the exact name bytes", Ok(odd.iter().cloned().collect::<BTreeSet<_>>()), list(&e));
-    let ok = odd.iter().enumerate().all(|(i, n)| sys::read_file(join(&e, n)).ok() == Some(format!("{i}").into_bytes()));
-    r.check("lookup by each name finds its own file (case-sensitive)", ok, "all match", "mismatch");
+    r.check(
+        "create files with unusual name bytes",
+        ok,
+        "success",
+        "a create failed",
+    );
+    r.eq(
+        "readdir returns the exact name bytes",
+        Ok(odd.iter().cloned().collect::<BTreeSet<_>>()),
+        list(&e),
+    );
+    let ok = odd
+        .iter()
+        .enumerate()
+        .all(|(i, n)| sys::read_file(join(&e, n)).ok() == Some(format!("{i}").into_bytes()));
+    r.check(
+        "lookup by each name finds its own file (case-sensitive)",
+        ok,
+        "all match",
+        "mismatch",
+    );
 }
 
 fn g_truncate(r: &mut Report, cx: &Ctx) {
@@ -921,8 +1565,18 @@ fn g_truncate(r: &mut Report, cx: &Ctx) {
     r.ok("truncate 5000 -> 20000", sys::truncate(&f, 20000));
     let got = must(sys::read_file(&f), "read");
     r.eq("... size 20000", 20000, got.len());
-    r.check("... first 5000 bytes intact", got.len() >= 5000 && got[..5000] == data[..5000], "pattern", "differs");
-    r.check("... bytes 5000..20000 are zeros (not old data)", got.len() == 20000 && got[5000..].iter().all(|&b| b == 0), "zeros", "non-zero bytes");
+    r.check(
+        "... first 5000 bytes intact",
+        got.len() >= 5000 && got[..5000] == data[..5000],
+        "pattern",
+        "differs",
+    );
+    r.check(
+        "... bytes 5000..20000 are zeros (not old data)",
+        got.len() == 20000 && got[5000..].iter().all(|&b| b == 0),
+        "zeros",
+        "non-zero bytes",
+    );
     // Page-tail zeroing: shrink into the middle of a page, then grow.
     let data = pat(2, 0, 16384);
     must(sys::write_file(&f, &data, 0o644), "write");
@@ -931,33 +1585,84 @@ fn g_truncate(r: &mut Report, cx: &Ctx) {
     r.ok("ftruncate 4097 -> 16384", fd.ftruncate(16384));
     let mut buf = vec![0u8; 16384];
     must(fd.pread_full(&mut buf, 0), "pread");
-    r.check("... 4097 bytes intact", buf[..4097] == data[..4097], "pattern", "differs");
+    r.check(
+        "... 4097 bytes intact",
+        buf[..4097] == data[..4097],
+        "pattern",
+        "differs",
+    );
     let nz = buf[4097..].iter().position(|&b| b != 0);
-    r.check("... tail of the page and beyond zeroed", nz.is_none(), "zeros", format!("non-zero at {:?}", nz.map(|i| i + 4097)));
+    r.check(
+        "... tail of the page and beyond zeroed",
+        nz.is_none(),
+        "zeros",
+        format!("non-zero at {:?}", nz.map(|i| i + 4097)),
+    );
     cx.maybe_drop();
     must(fd.pread_full(&mut buf, 0), "pread");
-    r.check("... same after cache drop", buf[..4097] == data[..4097] && buf[4097..].iter().all(|&b| b == 0), "pattern then zeros", "differs");
+    r.check(
+        "... same after cache drop",
+        buf[..4097] == data[..4097] && buf[4097..].iter().all(|&b| b == 0),
+        "pattern then zeros",
+        "differs",
+    );
     // Shrink then write past EOF without truncating up.
     must(fd.ftruncate(100), "ftruncate");
     must(fd.pwrite(b"Z", 9000), "pwrite");
     must(fd.pread_full(&mut buf[..9001], 0), "pread");
-    r.check("write past EOF after shrink leaves zeros in between", buf[100..9000].iter().all(|&b| b == 0) && buf[9000] == b'Z', "zeros then Z", "differs");
+    r.check(
+        "write past EOF after shrink leaves zeros in between",
+        buf[100..9000].iter().all(|&b| b == 0) && buf[9000] == b'Z',
+        "zeros then Z",
+        "differs",
+    );
     r.ok("truncate to 0", fd.ftruncate(0));
-    r.eq("... size 0 and 0 blocks", (0, 0), (must(fd.fstat(), "fstat").st_size, must(fd.fstat(), "fstat").st_blocks));
+    r.eq(
+        "... size 0 and 0 blocks",
+        (0, 0),
+        (
+            must(fd.fstat(), "fstat").st_size,
+            must(fd.fstat(), "fstat").st_blocks,
+        ),
+    );
     r.ok("truncate to 1 GiB (sparse)", fd.ftruncate(1 << 30));
-    r.eq("... size 1 GiB", 1i64 << 30, must(fd.fstat(), "fstat").st_size);
+    r.eq(
+        "... size 1 GiB",
+        1i64 << 30,
+        must(fd.fstat(), "fstat").st_size,
+    );
     let mut b = [1u8; 16];
-    r.eq("... read in the middle returns zeros", (Ok(16), [0u8; 16]), (fd.pread(&mut b, 700_000_000), b));
+    r.eq(
+        "... read in the middle returns zeros",
+        (Ok(16), [0u8; 16]),
+        (fd.pread(&mut b, 700_000_000), b),
+    );
     must(fd.ftruncate(0), "ftruncate");
-    r.err("ftruncate negative", {
-        // SAFETY: plain syscall on an owned descriptor.
-        let x = unsafe { libc::ftruncate(fd.raw(), -1) };
-        if x < 0 { Err::<(), _>(Errno::last()) } else { Ok(()) }
-    }, EINVAL);
+    r.err(
+        "ftruncate negative",
+        {
+            // SAFETY: plain syscall on an owned descriptor.
+            let x = unsafe { libc::ftruncate(fd.raw(), -1) };
+            if x < 0 {
+                Err::<(), _>(Errno::last())
+            } else {
+                Ok(())
+            }
+        },
+        EINVAL,
+    );
     r.err("truncate a directory", sys::truncate(&d, 0), EISDIR);
     let rfd = must(sys::open(&f, O_RDONLY, 0), "open");
-    r.err_any("ftruncate on O_RDONLY fd", rfd.ftruncate(0), &[EINVAL, EBADF]);
-    r.err("truncate missing", sys::truncate(d.join("missing"), 0), ENOENT);
+    r.err_any(
+        "ftruncate on O_RDONLY fd",
+        rfd.ftruncate(0),
+        &[EINVAL, EBADF],
+    );
+    r.err(
+        "truncate missing",
+        sys::truncate(d.join("missing"), 0),
+        ENOENT,
+    );
 }
 
 fn g_sparse(r: &mut Report, cx: &Ctx) {
@@ -971,54 +1676,106 @@ fn g_sparse(r: &mut Report, cx: &Ctx) {
     r.eq("size 100 MiB + 4 KiB", (off + 4096) as i64, s.st_size);
     must(fd.fsync(), "fsync");
     let alloc = must(fd.fstat(), "fstat").st_blocks as u64 * 512;
-    r.check("allocated space is small (hole not written)", alloc < 4 * MIB, "< 4 MiB", format!("{alloc} bytes"));
+    r.check(
+        "allocated space is small (hole not written)",
+        alloc < 4 * MIB,
+        "< 4 MiB",
+        format!("{alloc} bytes"),
+    );
     cx.maybe_drop();
     let mut buf = vec![0xAAu8; 65536];
     let mut zero_ok = true;
     for o in [0, 12345, 50 * MIB, off - 65536] {
         zero_ok &= fd.pread_full(&mut buf, o).ok() == Some(65536) && buf.iter().all(|&b| b == 0);
     }
-    r.check("hole reads as zeros", zero_ok, "zeros", "non-zero or short read");
+    r.check(
+        "hole reads as zeros",
+        zero_ok,
+        "zeros",
+        "non-zero or short read",
+    );
     let mut b = vec![0u8; 4096];
-    r.eq("data after the hole intact", (Ok(4096), true), (fd.pread_full(&mut b, off), b == data));
+    r.eq(
+        "data after the hole intact",
+        (Ok(4096), true),
+        (fd.pread_full(&mut b, off), b == data),
+    );
     // SEEK_DATA / SEEK_HOLE.
     let size = (off + 4096) as i64;
     match fd.lseek(0, libc::SEEK_DATA) {
         Err(Errno(EINVAL)) => r.skip("SEEK_DATA/SEEK_HOLE", "unsupported (EINVAL)"),
         res => {
             match res {
-                Ok(0) => r.skip("SEEK_DATA from 0 finds the data at 100 MiB", "holes not reported (generic lseek)"),
+                Ok(0) => r.skip(
+                    "SEEK_DATA from 0 finds the data at 100 MiB",
+                    "holes not reported (generic lseek)",
+                ),
                 Ok(x) => {
-                    r.check("SEEK_DATA from 0 finds the data at 100 MiB", x <= off as i64 && x > (off - 4 * MIB) as i64, format!("<= {off}, near it"), x);
+                    r.check(
+                        "SEEK_DATA from 0 finds the data at 100 MiB",
+                        x <= off as i64 && x > (off - 4 * MIB) as i64,
+                        format!("<= {off}, near it"),
+                        x,
+                    );
                 }
                 Err(e) => r.fail("SEEK_DATA from 0", "offset", e),
             };
             match fd.lseek(0, libc::SEEK_HOLE) {
-                Ok(x) if x == size => r.skip("SEEK_HOLE from 0 is 0", "holes not reported (generic lseek)"),
+                Ok(x) if x == size => r.skip(
+                    "SEEK_HOLE from 0 is 0",
+                    "holes not reported (generic lseek)",
+                ),
                 Ok(x) => {
                     r.eq("SEEK_HOLE from 0 is 0", 0, x);
                 }
                 Err(e) => r.fail("SEEK_HOLE from 0", "0", e),
             };
-            r.eq("SEEK_HOLE from the data is EOF", Ok(size), fd.lseek(off as i64, libc::SEEK_HOLE));
-            r.eq("SEEK_DATA inside the data", Ok(off as i64 + 10), fd.lseek(off as i64 + 10, libc::SEEK_DATA));
+            r.eq(
+                "SEEK_HOLE from the data is EOF",
+                Ok(size),
+                fd.lseek(off as i64, libc::SEEK_HOLE),
+            );
+            r.eq(
+                "SEEK_DATA inside the data",
+                Ok(off as i64 + 10),
+                fd.lseek(off as i64 + 10, libc::SEEK_DATA),
+            );
             r.err("SEEK_DATA at EOF", fd.lseek(size, libc::SEEK_DATA), ENXIO);
             r.err("SEEK_HOLE at EOF", fd.lseek(size, libc::SEEK_HOLE), ENXIO);
         }
     }
     // Small write inside the hole.
     let mid = 50 * MIB + 123;
-    r.eq("pwrite 7 bytes inside the hole", Ok(7), fd.pwrite(b"inthole", mid));
+    r.eq(
+        "pwrite 7 bytes inside the hole",
+        Ok(7),
+        fd.pwrite(b"inthole", mid),
+    );
     let mut b = vec![1u8; 8192];
     must(fd.pread_full(&mut b, mid - 4000), "pread");
-    r.check("... neighbours stay zero", b[..4000].iter().all(|&x| x == 0) && &b[4000..4007] == b"inthole" && b[4007..].iter().all(|&x| x == 0), "zeros, data, zeros", "differs");
+    r.check(
+        "... neighbours stay zero",
+        b[..4000].iter().all(|&x| x == 0)
+            && &b[4000..4007] == b"inthole"
+            && b[4007..].iter().all(|&x| x == 0),
+        "zeros, data, zeros",
+        "differs",
+    );
     // Unaligned small hole.
     let g = d.join("g");
     let gfd = must(sys::open(&g, O_CREAT | O_RDWR, 0o644), "create");
     must(gfd.pwrite(b"0123456789", 0), "pwrite");
     must(gfd.pwrite(b"abcdefghij", 10000), "pwrite");
     let got = must(sys::read_file(&g), "read");
-    r.check("small unaligned hole reads as zeros", got.len() == 10010 && got[10..10000].iter().all(|&x| x == 0) && &got[..10] == b"0123456789" && &got[10000..] == b"abcdefghij", "data, zeros, data", "differs");
+    r.check(
+        "small unaligned hole reads as zeros",
+        got.len() == 10010
+            && got[10..10000].iter().all(|&x| x == 0)
+            && &got[..10] == b"0123456789"
+            && &got[10000..] == b"abcdefghij",
+        "data, zeros, data",
+        "differs",
+    );
 }
 
 fn g_io(r: &mut Report, cx: &Ctx) {
@@ -1027,10 +1784,25 @@ fn g_io(r: &mut Report, cx: &Ctx) {
     must(sys::write_file(&f, &[b'a'; 100], 0o644), "write");
     let fd = must(sys::open(&f, O_WRONLY | O_APPEND, 0), "open");
     must(fd.lseek(0, libc::SEEK_SET), "lseek");
-    r.eq("O_APPEND write after lseek 0", Ok(50), fd.write(&[b'b'; 50]));
-    r.eq("... file position is the new EOF", Ok(150), fd.lseek(0, libc::SEEK_CUR));
+    r.eq(
+        "O_APPEND write after lseek 0",
+        Ok(50),
+        fd.write(&[b'b'; 50]),
+    );
+    r.eq(
+        "... file position is the new EOF",
+        Ok(150),
+        fd.lseek(0, libc::SEEK_CUR),
+    );
     let got = must(sys::read_file(&f), "read");
-    r.check("... data appended at the end", got.len() == 150 && got[..100].iter().all(|&x| x == b'a') && got[100..].iter().all(|&x| x == b'b'), "100 a + 50 b", format!("{} bytes", got.len()));
+    r.check(
+        "... data appended at the end",
+        got.len() == 150
+            && got[..100].iter().all(|&x| x == b'a')
+            && got[100..].iter().all(|&x| x == b'b'),
+        "100 a + 50 b",
+        format!("{} bytes", got.len()),
+    );
     let fd2 = must(sys::open(&f, O_WRONLY | O_APPEND, 0), "open");
     for i in 0..20u8 {
         let which = if i % 2 == 0 { &fd } else { &fd2 };
@@ -1041,12 +1813,28 @@ fn g_io(r: &mut Report, cx: &Ctx) {
     for i in 0..20u8 {
         exp.extend_from_slice(&[b'0' + i; 7]);
     }
-    r.check("two O_APPEND fds interleave without overwriting", got == exp, format!("{} bytes in order", exp.len()), format!("{} bytes", got.len()));
+    r.check(
+        "two O_APPEND fds interleave without overwriting",
+        got == exp,
+        format!("{} bytes in order", exp.len()),
+        format!("{} bytes", got.len()),
+    );
     // pwrite/pread at odd offsets and across page boundaries, compared with a model.
     let g = d.join("odd");
     let fd = must(sys::open(&g, O_CREAT | O_RDWR, 0o644), "create");
     let mut model = vec![0u8; 0];
-    let ops: &[(u64, usize)] = &[(4093, 8200), (1, 1), (65535, 3), (12287, 4099), (0, 4096), (4095, 2), (8191, 1), (100_000, 70_000), (131_071, 2), (3, 5)];
+    let ops: &[(u64, usize)] = &[
+        (4093, 8200),
+        (1, 1),
+        (65535, 3),
+        (12287, 4099),
+        (0, 4096),
+        (4095, 2),
+        (8191, 1),
+        (100_000, 70_000),
+        (131_071, 2),
+        (3, 5),
+    ];
     let mut ok = true;
     for (i, &(off, len)) in ops.iter().enumerate() {
         let data = pat(100 + i as u64, off, len);
@@ -1057,36 +1845,78 @@ fn g_io(r: &mut Report, cx: &Ctx) {
         }
         model[off as usize..end].copy_from_slice(&data);
     }
-    r.check("pwrite at odd offsets", ok, "full writes", "short or failed write");
+    r.check(
+        "pwrite at odd offsets",
+        ok,
+        "full writes",
+        "short or failed write",
+    );
     let mut back = vec![0u8; model.len() + 10];
     let n = fd.pread_full(&mut back, 0);
     r.eq("... pread whole file", Ok(model.len()), n);
-    r.check("... contents match the model", back[..model.len()] == model[..], "equal", "differs");
+    r.check(
+        "... contents match the model",
+        back[..model.len()] == model[..],
+        "equal",
+        "differs",
+    );
     let mut okr = true;
-    for &(off, len) in &[(4090u64, 20usize), (4095, 1), (4096, 1), (65534, 5), (12280, 5000), (170_000, 2000)] {
+    for &(off, len) in &[
+        (4090u64, 20usize),
+        (4095, 1),
+        (4096, 1),
+        (65534, 5),
+        (12280, 5000),
+        (170_000, 2000),
+    ] {
         let mut b = vec![0u8; len];
         let n = must(fd.pread(&mut b, off), "pread");
         let avail = model.len().saturating_sub(off as usize).min(len);
         okr &= n == avail && b[..n] == model[off as usize..off as usize + n];
     }
-    r.check("pread at odd offsets and short read at EOF", okr, "model bytes", "differs");
+    r.check(
+        "pread at odd offsets and short read at EOF",
+        okr,
+        "model bytes",
+        "differs",
+    );
     let mut b = [0u8; 4];
-    r.eq("pread at EOF returns 0", Ok(0), fd.pread(&mut b, model.len() as u64));
-    r.eq("pread past EOF returns 0", Ok(0), fd.pread(&mut b, model.len() as u64 + 10000));
+    r.eq(
+        "pread at EOF returns 0",
+        Ok(0),
+        fd.pread(&mut b, model.len() as u64),
+    );
+    r.eq(
+        "pread past EOF returns 0",
+        Ok(0),
+        fd.pread(&mut b, model.len() as u64 + 10000),
+    );
     let sz0 = must(fd.fstat(), "fstat").st_size;
-    r.eq("zero-length write returns 0", Ok(0), fd.pwrite(&[], 1 << 30));
+    r.eq(
+        "zero-length write returns 0",
+        Ok(0),
+        fd.pwrite(&[], 1 << 30),
+    );
     r.eq("... size unchanged", sz0, must(fd.fstat(), "fstat").st_size);
     // Write after lseek past EOF.
     must(fd.lseek(sz0 + 5000, libc::SEEK_SET), "lseek");
     must(fd.write(b"end"), "write");
     let mut b = vec![1u8; 5003];
     must(fd.pread_full(&mut b, sz0 as u64), "pread");
-    r.check("write after lseek past EOF leaves zeros", b[..5000].iter().all(|&x| x == 0) && &b[5000..] == b"end", "zeros + end", "differs");
+    r.check(
+        "write after lseek past EOF leaves zeros",
+        b[..5000].iter().all(|&x| x == 0) && &b[5000..] == b"end",
+        "zeros + end",
+        "differs",
+    );
     // One large write.
     let h = d.join("big");
     let data = pat(7, 0, 3 * MIB as usize + 777);
     let fd = must(sys::open(&h, O_CREAT | O_RDWR, 0o644), "create");
-    r.ok("single 3 MiB write", fd.pwrite_all(&data, 0).map_err(|(_, e)| e));
+    r.ok(
+        "single 3 MiB write",
+        fd.pwrite_all(&data, 0).map_err(|(_, e)| e),
+    );
     cx.maybe_drop();
     let mut back = vec![0u8; data.len()];
     r.eq("... read back", Ok(data.len()), fd.pread_full(&mut back, 0));
@@ -1116,7 +1946,14 @@ fn g_io(r: &mut Report, cx: &Ctx) {
                     r.check("... content", buf[..] == expect[..], "equal", "differs");
                     drop(fd);
                     let all = must(sys::read_file(&od), "read");
-                    r.check("... buffered read sees it", all.len() == 4096 + 65536 && all[4096..] == expect[..] && all[..4096].iter().all(|&x| x == 0), "zeros + data", "differs");
+                    r.check(
+                        "... buffered read sees it",
+                        all.len() == 4096 + 65536
+                            && all[4096..] == expect[..]
+                            && all[..4096].iter().all(|&x| x == 0),
+                        "zeros + data",
+                        "differs",
+                    );
                 }
             }
             // SAFETY: allocated above with this layout.
@@ -1167,7 +2004,10 @@ fn g_fsx(r: &mut Report, cx: &Ctx) {
             let exp = model.len().saturating_sub(off as usize).min(len);
             if n != exp || (n > 0 && buf[..n] != model[off as usize..off as usize + n]) {
                 let at = (0..n.min(exp)).find(|&i| buf[i] != model[off as usize + i]);
-                fail = Some(format!("op {op}: pread {off}+{len} returned {n} (want {exp}), first bad byte at {:?}", at.map(|i| off as usize + i)));
+                fail = Some(format!(
+                    "op {op}: pread {off}+{len} returned {n} (want {exp}), first bad byte at {:?}",
+                    at.map(|i| off as usize + i)
+                ));
                 break;
             }
         } else if k < 92 {
@@ -1218,7 +2058,11 @@ fn g_fsx(r: &mut Report, cx: &Ctx) {
     }
     drop(fd);
     cx.maybe_drop();
-    r.eq("final content after reopen", Ok(true), sys::read_file(&f).map(|v| v == model));
+    r.eq(
+        "final content after reopen",
+        Ok(true),
+        sys::read_file(&f).map(|v| v == model),
+    );
 }
 
 fn g_mmap(r: &mut Report, cx: &Ctx) {
@@ -1230,28 +2074,51 @@ fn g_mmap(r: &mut Report, cx: &Ctx) {
     let fd = must(sys::open(&f, O_RDWR, 0), "open");
     let m = r.ok("mmap read-only", Mmap::new(&fd, len, false, true));
     if let Some(m) = &m {
-        r.check("... content equals file", m.as_slice() == &data[..], "equal", "differs");
+        r.check(
+            "... content equals file",
+            m.as_slice() == &data[..],
+            "equal",
+            "differs",
+        );
     }
     must(fd.pwrite(b"PWRITE", 5000), "pwrite");
     if let Some(m) = &m {
-        r.eq("... pwrite visible through existing mapping", b"PWRITE".to_vec(), m.as_slice()[5000..5006].to_vec());
+        r.eq(
+            "... pwrite visible through existing mapping",
+            b"PWRITE".to_vec(),
+            m.as_slice()[5000..5006].to_vec(),
+        );
     }
     drop(m);
     let mut model = data.clone();
     model[5000..5006].copy_from_slice(b"PWRITE");
     if let Some(mut m) = r.ok("mmap shared writable", Mmap::new(&fd, len, true, true)) {
-        for (off, bytes) in [(0usize, &b"start"[..]), (4094, b"across"), (8190, b"page2-3"), (len - 3, b"END")] {
+        for (off, bytes) in [
+            (0usize, &b"start"[..]),
+            (4094, b"across"),
+            (8190, b"page2-3"),
+            (len - 3, b"END"),
+        ] {
             m.write_at(off, bytes);
             model[off..off + bytes.len()].copy_from_slice(bytes);
         }
         let mut b = vec![0u8; len];
         must(fd.pread_full(&mut b, 0), "pread");
-        r.check("... stores visible to read() before msync", b == model, "equal", "differs");
+        r.check(
+            "... stores visible to read() before msync",
+            b == model,
+            "equal",
+            "differs",
+        );
         r.ok("msync MS_SYNC", m.msync());
         drop(m);
         drop(fd);
         cx.maybe_drop();
-        r.eq("... read back via read() after munmap", Ok(true), sys::read_file(&f).map(|v| v == model));
+        r.eq(
+            "... read back via read() after munmap",
+            Ok(true),
+            sys::read_file(&f).map(|v| v == model),
+        );
         r.eq("... size unchanged", len as i64, st(&f).st_size);
     }
     // Private mapping writes never reach the file.
@@ -1259,7 +2126,11 @@ fn g_mmap(r: &mut Report, cx: &Ctx) {
     if let Some(mut m) = r.ok("mmap private writable", Mmap::new(&fd, len, true, false)) {
         m.write_at(10, b"private");
         drop(m);
-        r.eq("... private stores not in the file", Ok(true), sys::read_file(&f).map(|v| v == model));
+        r.eq(
+            "... private stores not in the file",
+            Ok(true),
+            sys::read_file(&f).map(|v| v == model),
+        );
     }
     // Stores beyond EOF within the last page must not appear after extending the file.
     let g = d.join("eof");
@@ -1269,14 +2140,23 @@ fn g_mmap(r: &mut Report, cx: &Ctx) {
         m.write_at(6000, b"beyond");
         let _ = m.msync();
         drop(m);
-        r.eq("store beyond EOF in last page: size unchanged", 5000, st(&g).st_size);
+        r.eq(
+            "store beyond EOF in last page: size unchanged",
+            5000,
+            st(&g).st_size,
+        );
         must(gfd.ftruncate(8192), "ftruncate");
         let mut b = [1u8; 6];
         must(gfd.pread_full(&mut b, 6000), "pread");
-        let tmpfs = sys::statfs(&g).map(|s| s.f_type as i64 == 0x0102_1994).unwrap_or(false);
+        let tmpfs = sys::statfs(&g)
+            .map(|s| s.f_type as i64 == 0x0102_1994)
+            .unwrap_or(false);
         if b != [0u8; 6] && tmpfs {
             // tmpfs never writes pages back, so nothing zeroes the tail of the EOF page.
-            r.skip("... extended region reads zeros", "tmpfs keeps mmap stores beyond EOF (known)");
+            r.skip(
+                "... extended region reads zeros",
+                "tmpfs keeps mmap stores beyond EOF (known)",
+            );
         } else {
             r.eq("... extended region reads zeros", [0u8; 6], b);
         }
@@ -1320,38 +2200,117 @@ fn g_xattr(r: &mut Report, cx: &Ctx) {
             r.ok("set user.a", res);
         }
     }
-    r.eq("get user.a", Ok(b"v1".to_vec()), sys::getxattr(&f, "user.a"));
-    r.eq("size query", Ok(2), sys::getxattr_sized(&f, "user.a", 0, false).map(|v| v.len()));
-    r.eq("list has user.a", Ok(vec!["user.a".to_string()]), sys::listxattr(&f));
-    r.err("XATTR_CREATE on existing", sys::setxattr(&f, "user.a", b"x", XATTR_CREATE, false), EEXIST);
-    r.err("XATTR_REPLACE on missing", sys::setxattr(&f, "user.none", b"x", XATTR_REPLACE, false), ENODATA);
-    r.ok("XATTR_REPLACE on existing", sys::setxattr(&f, "user.a", b"value-two", XATTR_REPLACE, false));
-    r.eq("... new value", Ok(b"value-two".to_vec()), sys::getxattr(&f, "user.a"));
-    r.ok("XATTR_CREATE on new", sys::setxattr(&f, "user.b", b"B", XATTR_CREATE, false));
-    r.err("get with too small buffer", sys::getxattr_sized(&f, "user.a", 3, false), ERANGE);
-    r.eq("list size query", Ok(14), sys::listxattr_sized(&f, 0, false).map(|x| x.0));
-    r.err("list with too small buffer", sys::listxattr_sized(&f, 5, false), ERANGE);
+    r.eq(
+        "get user.a",
+        Ok(b"v1".to_vec()),
+        sys::getxattr(&f, "user.a"),
+    );
+    r.eq(
+        "size query",
+        Ok(2),
+        sys::getxattr_sized(&f, "user.a", 0, false).map(|v| v.len()),
+    );
+    r.eq(
+        "list has user.a",
+        Ok(vec!["user.a".to_string()]),
+        sys::listxattr(&f),
+    );
+    r.err(
+        "XATTR_CREATE on existing",
+        sys::setxattr(&f, "user.a", b"x", XATTR_CREATE, false),
+        EEXIST,
+    );
+    r.err(
+        "XATTR_REPLACE on missing",
+        sys::setxattr(&f, "user.none", b"x", XATTR_REPLACE, false),
+        ENODATA,
+    );
+    r.ok(
+        "XATTR_REPLACE on existing",
+        sys::setxattr(&f, "user.a", b"value-two", XATTR_REPLACE, false),
+    );
+    r.eq(
+        "... new value",
+        Ok(b"value-two".to_vec()),
+        sys::getxattr(&f, "user.a"),
+    );
+    r.ok(
+        "XATTR_CREATE on new",
+        sys::setxattr(&f, "user.b", b"B", XATTR_CREATE, false),
+    );
+    r.err(
+        "get with too small buffer",
+        sys::getxattr_sized(&f, "user.a", 3, false),
+        ERANGE,
+    );
+    r.eq(
+        "list size query",
+        Ok(14),
+        sys::listxattr_sized(&f, 0, false).map(|x| x.0),
+    );
+    r.err(
+        "list with too small buffer",
+        sys::listxattr_sized(&f, 5, false),
+        ERANGE,
+    );
     r.err("get missing", sys::getxattr(&f, "user.none"), ENODATA);
     r.err("remove missing", sys::removexattr(&f, "user.none"), ENODATA);
     r.ok("remove user.a", sys::removexattr(&f, "user.a"));
     r.err("... get after remove", sys::getxattr(&f, "user.a"), ENODATA);
-    r.eq("... list after remove", Ok(vec!["user.b".to_string()]), sys::listxattr(&f));
-    r.ok("set empty value", sys::setxattr(&f, "user.empty", b"", 0, false));
-    r.eq("... get empty value", Ok(Vec::new()), sys::getxattr(&f, "user.empty"));
+    r.eq(
+        "... list after remove",
+        Ok(vec!["user.b".to_string()]),
+        sys::listxattr(&f),
+    );
+    r.ok(
+        "set empty value",
+        sys::setxattr(&f, "user.empty", b"", 0, false),
+    );
+    r.eq(
+        "... get empty value",
+        Ok(Vec::new()),
+        sys::getxattr(&f, "user.empty"),
+    );
     let big = pat(12, 0, 4000);
-    r.ok("set 4000-byte binary value", sys::setxattr(&f, "user.big", &big, 0, false));
-    r.eq("... round trip", Ok(true), sys::getxattr(&f, "user.big").map(|v| v == big));
-    r.err("set 65537-byte value", sys::setxattr(&f, "user.huge", &vec![1u8; 65537], 0, false), libc::E2BIG);
+    r.ok(
+        "set 4000-byte binary value",
+        sys::setxattr(&f, "user.big", &big, 0, false),
+    );
+    r.eq(
+        "... round trip",
+        Ok(true),
+        sys::getxattr(&f, "user.big").map(|v| v == big),
+    );
+    r.err(
+        "set 65537-byte value",
+        sys::setxattr(&f, "user.huge", &vec![1u8; 65537], 0, false),
+        libc::E2BIG,
+    );
     let n255 = format!("user.{}", "n".repeat(250));
     // On a fresh inode: with the 4000-byte value an ext4 inode's single xattr block is full.
     let ln = d.join("longname");
     touch(&ln);
-    r.ok("set 255-byte name", sys::setxattr(&ln, &n255, b"x", 0, false));
+    r.ok(
+        "set 255-byte name",
+        sys::setxattr(&ln, &n255, b"x", 0, false),
+    );
     r.eq("... get", Ok(b"x".to_vec()), sys::getxattr(&ln, &n255));
     r.eq("... list", Ok(vec![n255.clone()]), sys::listxattr(&ln));
-    r.err("set 256-byte name", sys::setxattr(&f, &format!("user.{}", "n".repeat(251)), b"x", 0, false), ERANGE);
-    r.err("set unknown namespace", sys::setxattr(&f, "bogus.x", b"x", 0, false), libc::EOPNOTSUPP);
-    r.err("set empty name after prefix", sys::setxattr(&f, "user.", b"x", 0, false), EINVAL);
+    r.err(
+        "set 256-byte name",
+        sys::setxattr(&f, &format!("user.{}", "n".repeat(251)), b"x", 0, false),
+        ERANGE,
+    );
+    r.err(
+        "set unknown namespace",
+        sys::setxattr(&f, "bogus.x", b"x", 0, false),
+        libc::EOPNOTSUPP,
+    );
+    r.err(
+        "set empty name after prefix",
+        sys::setxattr(&f, "user.", b"x", 0, false),
+        EINVAL,
+    );
     // Many attributes on one inode.
     let g = d.join("many");
     touch(&g);
@@ -1363,8 +2322,15 @@ fn g_xattr(r: &mut Report, cx: &Ctx) {
         want.insert(n);
     }
     r.check("set 64 xattrs", ok, "success", "a set failed");
-    r.eq("... list all 64 exactly", Ok(want.clone()), sys::listxattr(&g).map(|v| v.into_iter().collect::<BTreeSet<_>>()));
-    let ok = (0..64).all(|i| sys::getxattr(&g, &format!("user.attr{i:02}")).ok() == Some(format!("value {i}").into_bytes()));
+    r.eq(
+        "... list all 64 exactly",
+        Ok(want.clone()),
+        sys::listxattr(&g).map(|v| v.into_iter().collect::<BTreeSet<_>>()),
+    );
+    let ok = (0..64).all(|i| {
+        sys::getxattr(&g, &format!("user.attr{i:02}")).ok()
+            == Some(format!("value {i}").into_bytes())
+    });
     r.check("... each value", ok, "all match", "mismatch");
     let ok = (0..64).all(|i| sys::removexattr(&g, &format!("user.attr{i:02}")).is_ok());
     r.check("... remove all", ok, "success", "a remove failed");
@@ -1377,14 +2343,29 @@ fn g_xattr(r: &mut Report, cx: &Ctx) {
             if ns == "security" && res == Err(Errno(libc::EOPNOTSUPP)) {
                 // ext4 without CONFIG_EXT4_FS_SECURITY (and other filesystems built without a
                 // security handler) refuse the namespace.
-                r.skip(&format!("set {n}"), "EOPNOTSUPP: no security.* handler in this build");
+                r.skip(
+                    &format!("set {n}"),
+                    "EOPNOTSUPP: no security.* handler in this build",
+                );
                 continue;
             }
             if r.ok(&format!("set {n}"), res).is_some() {
-                r.eq(&format!("get {n}"), Ok(b"priv".to_vec()), sys::getxattr(&f, &n));
-                r.eq(&format!("list has {n}"), Ok(true), sys::listxattr(&f).map(|v| v.contains(&n)));
+                r.eq(
+                    &format!("get {n}"),
+                    Ok(b"priv".to_vec()),
+                    sys::getxattr(&f, &n),
+                );
+                r.eq(
+                    &format!("list has {n}"),
+                    Ok(true),
+                    sys::listxattr(&f).map(|v| v.contains(&n)),
+                );
                 r.ok(&format!("remove {n}"), sys::removexattr(&f, &n));
-                r.err(&format!("get {n} after remove"), sys::getxattr(&f, &n), ENODATA);
+                r.err(
+                    &format!("get {n} after remove"),
+                    sys::getxattr(&f, &n),
+                    ENODATA,
+                );
             }
         }
     } else {
@@ -1392,21 +2373,55 @@ fn g_xattr(r: &mut Report, cx: &Ctx) {
     }
     // Directories, symlinks, hard links, rename.
     must(sys::mkdir(d.join("dir"), 0o755), "mkdir");
-    r.ok("user xattr on a directory", sys::setxattr(d.join("dir"), "user.d", b"D", 0, false));
-    r.eq("... get", Ok(b"D".to_vec()), sys::getxattr(d.join("dir"), "user.d"));
+    r.ok(
+        "user xattr on a directory",
+        sys::setxattr(d.join("dir"), "user.d", b"D", 0, false),
+    );
+    r.eq(
+        "... get",
+        Ok(b"D".to_vec()),
+        sys::getxattr(d.join("dir"), "user.d"),
+    );
     must(sys::symlink(b"f", d.join("lnk")), "symlink");
-    r.err("user xattr on a symlink (lsetxattr)", sys::setxattr(d.join("lnk"), "user.l", b"L", 0, true), EPERM);
+    r.err(
+        "user xattr on a symlink (lsetxattr)",
+        sys::setxattr(d.join("lnk"), "user.l", b"L", 0, true),
+        EPERM,
+    );
     if sys::is_root() {
-        r.ok("trusted xattr on a symlink", sys::setxattr(d.join("lnk"), "trusted.l", b"L", 0, true));
-        r.eq("... lgetxattr", Ok(b"L".to_vec()), sys::getxattr_sized(d.join("lnk"), "trusted.l", 100, true));
-        r.err("... not on the target", sys::getxattr(&f, "trusted.l"), ENODATA);
+        r.ok(
+            "trusted xattr on a symlink",
+            sys::setxattr(d.join("lnk"), "trusted.l", b"L", 0, true),
+        );
+        r.eq(
+            "... lgetxattr",
+            Ok(b"L".to_vec()),
+            sys::getxattr_sized(d.join("lnk"), "trusted.l", 100, true),
+        );
+        r.err(
+            "... not on the target",
+            sys::getxattr(&f, "trusted.l"),
+            ENODATA,
+        );
     }
     must(sys::link(&f, d.join("f2")), "link");
-    r.eq("hard link shares xattrs", Ok(b"B".to_vec()), sys::getxattr(d.join("f2"), "user.b"));
+    r.eq(
+        "hard link shares xattrs",
+        Ok(b"B".to_vec()),
+        sys::getxattr(d.join("f2"), "user.b"),
+    );
     must(sys::rename(&f, d.join("dir/moved")), "rename");
-    r.eq("xattrs survive rename", Ok(b"B".to_vec()), sys::getxattr(d.join("dir/moved"), "user.b"));
+    r.eq(
+        "xattrs survive rename",
+        Ok(b"B".to_vec()),
+        sys::getxattr(d.join("dir/moved"), "user.b"),
+    );
     cx.maybe_drop();
-    r.eq("xattrs after cache drop", Ok(true), sys::getxattr(d.join("dir/moved"), "user.big").map(|v| v == big));
+    r.eq(
+        "xattrs after cache drop",
+        Ok(true),
+        sys::getxattr(d.join("dir/moved"), "user.big").map(|v| v == big),
+    );
 }
 
 fn g_bigdir(r: &mut Report, cx: &Ctx) {
@@ -1424,7 +2439,12 @@ fn g_bigdir(r: &mut Report, cx: &Ctx) {
             }
         }
     }
-    r.check(&format!("create {n} entries"), created == n, n, format!("{created} ({first_err:?})"));
+    r.check(
+        &format!("create {n} entries"),
+        created == n,
+        n,
+        format!("{created} ({first_err:?})"),
+    );
     let fd = must(sys::open(&d, O_RDONLY | O_DIRECTORY, 0), "open");
     let ents = must(list_all(&fd), "getdents");
     let mut seen: BTreeMap<Vec<u8>, (u32, u64)> = BTreeMap::new();
@@ -1433,12 +2453,25 @@ fn g_bigdir(r: &mut Report, cx: &Ctx) {
         s.0 += 1;
     }
     let dups = seen.values().filter(|v| v.0 > 1).count();
-    let missing = (0..n).filter(|&i| !seen.contains_key(name(i).as_bytes())).count();
-    let extra = seen.keys().filter(|k| k != &&b"."[..] && k != &&b".."[..]).count().saturating_sub(n - missing);
+    let missing = (0..n)
+        .filter(|&i| !seen.contains_key(name(i).as_bytes()))
+        .count();
+    let extra = seen
+        .keys()
+        .filter(|k| k != &&b"."[..] && k != &&b".."[..])
+        .count()
+        .saturating_sub(n - missing);
     r.eq("readdir: no duplicates", 0, dups);
     r.eq("readdir: none missing", 0, missing);
     r.eq("readdir: no extra entries", 0, extra);
-    r.eq("readdir: . and .. once each", (Some(1), Some(1)), (seen.get(&b"."[..]).map(|v| v.0), seen.get(&b".."[..]).map(|v| v.0)));
+    r.eq(
+        "readdir: . and .. once each",
+        (Some(1), Some(1)),
+        (
+            seen.get(&b"."[..]).map(|v| v.0),
+            seen.get(&b".."[..]).map(|v| v.0),
+        ),
+    );
     let mut bad_lookup = 0;
     let mut bad_ino = 0;
     for i in 0..n {
@@ -1453,7 +2486,9 @@ fn g_bigdir(r: &mut Report, cx: &Ctx) {
     }
     r.eq("lookup of every entry", 0, bad_lookup);
     r.eq("d_ino equals st_ino for every entry", 0, bad_ino);
-    let neg = (0..100).filter(|i| sys::lstat(d.join(format!("absent{i}"))).err() == Some(Errno(ENOENT))).count();
+    let neg = (0..100)
+        .filter(|i| sys::lstat(d.join(format!("absent{i}"))).err() == Some(Errno(ENOENT)))
+        .count();
     r.eq("100 negative lookups give ENOENT", 100, neg);
     r.eq("dir nlink stays 2 (files only)", 2, nlink(&d));
     let mut bad_unlink = 0;
@@ -1471,8 +2506,14 @@ fn g_readdir(r: &mut Report, cx: &Ctx) {
     let d = cx.sub("readdir");
     let n = 1500usize;
     for i in 0..n {
-        must(sys::open(d.join(format!("keep{i}")), O_CREAT | O_WRONLY, 0o644), "create");
-        must(sys::open(d.join(format!("vol{i}")), O_CREAT | O_WRONLY, 0o644), "create");
+        must(
+            sys::open(d.join(format!("keep{i}")), O_CREAT | O_WRONLY, 0o644),
+            "create",
+        );
+        must(
+            sys::open(d.join(format!("vol{i}")), O_CREAT | O_WRONLY, 0o644),
+            "create",
+        );
     }
     // A small buffer so the listing takes many getdents calls; mutate between calls.
     let fd = must(sys::open(&d, O_RDONLY | O_DIRECTORY, 0), "open");
@@ -1488,7 +2529,11 @@ fn g_readdir(r: &mut Report, cx: &Ctx) {
     loop {
         // A listing may legitimately include some entries created meanwhile, but it must end.
         if returned > 10 * (2 * n + created) {
-            r.fail("readdir with concurrent create/unlink reaches the end", "end of directory", format!("{returned} entries after {calls} calls"));
+            r.fail(
+                "readdir with concurrent create/unlink reaches the end",
+                "end of directory",
+                format!("{returned} entries after {calls} calls"),
+            );
             break;
         }
         let ents = match fd.getdents(&mut buf) {
@@ -1504,7 +2549,10 @@ fn g_readdir(r: &mut Report, cx: &Ctx) {
         calls += 1;
         returned += ents.len();
         if calls % 1000 == 0 {
-            r.note(format!("{calls} getdents calls, {returned} entries so far, {:.1} s", started.elapsed().as_secs_f64()));
+            r.note(format!(
+                "{calls} getdents calls, {returned} entries so far, {:.1} s",
+                started.elapsed().as_secs_f64()
+            ));
         }
         for e in ents {
             *count.entry(e.name).or_insert(0) += 1;
@@ -1521,41 +2569,98 @@ fn g_readdir(r: &mut Report, cx: &Ctx) {
             }
         }
     }
-    r.check("readdir with concurrent create/unlink completes", err.is_none(), "no error", format!("{err:?}"));
-    r.note(format!("{calls} getdents calls, {deleted} unlinked and {created} created meanwhile"));
-    let missing = (0..n).filter(|i| !count.contains_key(format!("keep{i}").as_bytes())).count();
-    let dups: Vec<String> = count.iter().filter(|(_, &c)| c > 1).map(|(k, _)| String::from_utf8_lossy(k).into_owned()).take(5).collect();
+    r.check(
+        "readdir with concurrent create/unlink completes",
+        err.is_none(),
+        "no error",
+        format!("{err:?}"),
+    );
+    r.note(format!(
+        "{calls} getdents calls, {deleted} unlinked and {created} created meanwhile"
+    ));
+    let missing = (0..n)
+        .filter(|i| !count.contains_key(format!("keep{i}").as_bytes()))
+        .count();
+    let dups: Vec<String> = count
+        .iter()
+        .filter(|(_, &c)| c > 1)
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .take(5)
+        .collect();
     r.eq("no entry that existed throughout is missed", 0, missing);
-    r.check("no entry returned twice", dups.is_empty(), "none", dups.join(","));
-    r.eq(". and .. once each", (Some(&1), Some(&1)), (count.get(&b"."[..]), count.get(&b".."[..])));
+    r.check(
+        "no entry returned twice",
+        dups.is_empty(),
+        "none",
+        dups.join(","),
+    );
+    r.eq(
+        ". and .. once each",
+        (Some(&1), Some(&1)),
+        (count.get(&b"."[..]), count.get(&b".."[..])),
+    );
     // Rewind gives the current state.
     must(fd.lseek(0, libc::SEEK_SET), "lseek");
-    let now: BTreeSet<Vec<u8>> = must(list_all(&fd), "getdents").into_iter().map(|e| e.name).filter(|n| n != b"." && n != b"..").collect();
-    r.eq("after rewind readdir equals a fresh listing", Ok(now), list(&d));
+    let now: BTreeSet<Vec<u8>> = must(list_all(&fd), "getdents")
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n != b"." && n != b"..")
+        .collect();
+    r.eq(
+        "after rewind readdir equals a fresh listing",
+        Ok(now),
+        list(&d),
+    );
     // telldir/seekdir: d_off cookies resume right after their entry.
     must(fd.lseek(0, libc::SEEK_SET), "lseek");
     let all = must(list_all(&fd), "getdents");
     let mut bad = 0;
     let mut tried = 0;
-    for k in [0usize, 1, 2, 17, all.len() / 3, all.len() / 2, all.len().saturating_sub(2)] {
+    for k in [
+        0usize,
+        1,
+        2,
+        17,
+        all.len() / 3,
+        all.len() / 2,
+        all.len().saturating_sub(2),
+    ] {
         if k + 1 >= all.len() {
             continue;
         }
         tried += 1;
         let ok = fd.lseek(all[k].off, libc::SEEK_SET).is_ok()
-            && fd.getdents(&mut buf).ok().and_then(|v| v.into_iter().next()).map(|e| e.name) == Some(all[k + 1].name.clone());
+            && fd
+                .getdents(&mut buf)
+                .ok()
+                .and_then(|v| v.into_iter().next())
+                .map(|e| e.name)
+                == Some(all[k + 1].name.clone());
         if !ok {
             bad += 1;
         }
     }
-    r.check(&format!("seek to d_off cookie resumes at the next entry ({tried} positions)"), bad == 0, "all resume correctly", format!("{bad} wrong"));
+    r.check(
+        &format!("seek to d_off cookie resumes at the next entry ({tried} positions)"),
+        bad == 0,
+        "all resume correctly",
+        format!("{bad} wrong"),
+    );
     let last = all.last().map(|e| e.off).unwrap_or(0);
     must(fd.lseek(last, libc::SEEK_SET), "lseek");
-    r.eq("seek to the last cookie gives end of directory", Ok(0), fd.getdents(&mut buf).map(|v| v.len()));
+    r.eq(
+        "seek to the last cookie gives end of directory",
+        Ok(0),
+        fd.getdents(&mut buf).map(|v| v.len()),
+    );
     // d_type and d_ino match lstat.
     let mut mism = 0;
     let mut checked = 0;
-    for e in all.iter().filter(|e| e.name != b"." && e.name != b"..").take(200) {
+    for e in all
+        .iter()
+        .filter(|e| e.name != b"." && e.name != b"..")
+        .take(200)
+    {
         if let Ok(s) = sys::lstat(join(&d, &e.name)) {
             checked += 1;
             if s.st_ino != e.ino || !(e.dtype == libc::DT_REG || e.dtype == libc::DT_UNKNOWN) {
@@ -1563,7 +2668,12 @@ fn g_readdir(r: &mut Report, cx: &Ctx) {
             }
         }
     }
-    r.check(&format!("d_ino and d_type agree with lstat ({checked} entries)"), mism == 0 && checked > 0, "all agree", format!("{mism} differ"));
+    r.check(
+        &format!("d_ino and d_type agree with lstat ({checked} entries)"),
+        mism == 0 && checked > 0,
+        "all agree",
+        format!("{mism} differ"),
+    );
 }
 
 /// Permission checks as uid/gid 65534 in a forked child.
@@ -1584,7 +2694,10 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
     must(sys::chown(&other, 1000, 1000), "chown");
     let sticky = d.join("sticky");
     must(sys::mkdir(&sticky, 0o1777), "mkdir");
-    must(sys::write_file(sticky.join("rootfile"), b"r", 0o666), "write");
+    must(
+        sys::write_file(sticky.join("rootfile"), b"r", 0o666),
+        "write",
+    );
     let closed = d.join("closed"); // 0700 root: no search
     must(sys::mkdir(&closed, 0o700), "mkdir");
     touch(&closed.join("inside"));
@@ -1605,8 +2718,14 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
         ("chown someone else's file", EPERM),
         ("chown own file to root", EPERM),
         ("chgrp own file to a group not a member of", EPERM),
-        ("utimensat explicit times on someone else's writable file", EPERM),
-        ("utimensat now on someone else's writable file (write access suffices)", 0),
+        (
+            "utimensat explicit times on someone else's writable file",
+            EPERM,
+        ),
+        (
+            "utimensat now on someone else's writable file (write access suffices)",
+            0,
+        ),
         ("utimensat now on a file without write access", EACCES),
         ("create own file in sticky dir", 0),
         ("unlink root's file in sticky dir", EPERM),
@@ -1625,8 +2744,20 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
     // The child works relative to `d` via fchdir: it needs search permission on `d` only, not on
     // the ancestors of the directory under test (which may be a private mount point).
     let dfd = must(sys::open(&d, O_RDONLY | O_DIRECTORY, 0), "open");
-    let rel = |p: &Path| p.strip_prefix(&d).map(Path::to_path_buf).unwrap_or_else(|_| p.to_path_buf());
-    let (pd, sec, oth, stk, cl, su, mi) = (rel(&priv_dir), rel(&secret), rel(&other), rel(&sticky), rel(&closed), rel(&suid), rel(&mine));
+    let rel = |p: &Path| {
+        p.strip_prefix(&d)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    let (pd, sec, oth, stk, cl, su, mi) = (
+        rel(&priv_dir),
+        rel(&secret),
+        rel(&other),
+        rel(&sticky),
+        rel(&closed),
+        rel(&suid),
+        rel(&mine),
+    );
     let draw = dfd.raw();
     let child = move || -> Vec<i32> {
         use sys::code;
@@ -1645,7 +2776,11 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
         v.push(code(sys::chown(&oth, NOBODY, NOBODY)));
         v.push(code(sys::chown(&mi, 0, u32::MAX)));
         v.push(code(sys::chown(&mi, u32::MAX, 0)));
-        v.push(code(sys::utimens(&oth, Some((TimeSpec::At(1, 0), TimeSpec::At(1, 0))), false)));
+        v.push(code(sys::utimens(
+            &oth,
+            Some((TimeSpec::At(1, 0), TimeSpec::At(1, 0))),
+            false,
+        )));
         v.push(code(sys::utimens(&oth, None, false)));
         v.push(code(sys::utimens(&sec, None, false)));
         v.push(code(sys::write_file(stk.join("nobodys"), b"n", 0o644)));
@@ -1658,7 +2793,9 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
         v.push(code(sys::setxattr(&oth, "user.x", b"x", 0, false)));
         v.push(code(sys::chmod(&mi, 0o640)));
         v.push(code(sys::truncate(&sec, 0)));
-        v.push(code(sys::open(&su, O_WRONLY, 0).and_then(|fd| fd.write(b"y"))));
+        v.push(code(
+            sys::open(&su, O_WRONLY, 0).and_then(|fd| fd.write(b"y")),
+        ));
         v.push(code(sys::link(&oth, stk.join("hl")).map(|_| ())));
         // Filled in by the parent from the mode; the child reports 0.
         v.push(0);
@@ -1666,7 +2803,11 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
     };
     match sys::as_user(NOBODY, NOBODY, child) {
         Err(e) => r.fail("run checks as uid 65534", "child results", e),
-        Ok(got) if got.len() != expects.len() => r.fail("run checks as uid 65534", format!("{} results", expects.len()), format!("{got:?}")),
+        Ok(got) if got.len() != expects.len() => r.fail(
+            "run checks as uid 65534",
+            format!("{} results", expects.len()),
+            format!("{got:?}"),
+        ),
         Ok(got) => {
             for (i, ((name, want), g)) in expects.iter().zip(&got).enumerate() {
                 if i == expects.len() - 1 {
@@ -1686,8 +2827,16 @@ fn g_perms(r: &mut Report, cx: &Ctx) {
             }
         }
     }
-    r.eq("root's file in sticky dir survived", true, exists(&sticky.join("rootfile")));
-    r.eq("secret file untouched", Ok(b"s".to_vec()), sys::read_file(&secret));
+    r.eq(
+        "root's file in sticky dir survived",
+        true,
+        exists(&sticky.join("rootfile")),
+    );
+    r.eq(
+        "secret file untouched",
+        Ok(b"s".to_vec()),
+        sys::read_file(&secret),
+    );
 }
 
 fn g_statfs(r: &mut Report, cx: &Ctx) {
@@ -1704,11 +2853,31 @@ fn g_statfs(r: &mut Report, cx: &Ctx) {
         "type {:#x} bsize {} blocks {} bfree {} bavail {} files {} ffree {} namelen {}",
         s.f_type, s.f_bsize, s.f_blocks, s.f_bfree, s.f_bavail, s.f_files, s.f_ffree, s.f_namelen
     ));
-    r.check("f_bsize is a power of two >= 512", s.f_bsize >= 512 && (s.f_bsize as u64).is_power_of_two(), ">= 512, 2^n", s.f_bsize);
+    r.check(
+        "f_bsize is a power of two >= 512",
+        s.f_bsize >= 512 && (s.f_bsize as u64).is_power_of_two(),
+        ">= 512, 2^n",
+        s.f_bsize,
+    );
     r.check("f_blocks > 0", s.f_blocks > 0, "> 0", s.f_blocks);
-    r.check("f_bfree <= f_blocks", s.f_bfree <= s.f_blocks, format!("<= {}", s.f_blocks), s.f_bfree);
-    r.check("f_bavail <= f_bfree", s.f_bavail <= s.f_bfree, format!("<= {}", s.f_bfree), s.f_bavail);
-    r.check("f_ffree <= f_files", s.f_ffree <= s.f_files, format!("<= {}", s.f_files), s.f_ffree);
+    r.check(
+        "f_bfree <= f_blocks",
+        s.f_bfree <= s.f_blocks,
+        format!("<= {}", s.f_blocks),
+        s.f_bfree,
+    );
+    r.check(
+        "f_bavail <= f_bfree",
+        s.f_bavail <= s.f_bfree,
+        format!("<= {}", s.f_bfree),
+        s.f_bavail,
+    );
+    r.check(
+        "f_ffree <= f_files",
+        s.f_ffree <= s.f_files,
+        format!("<= {}", s.f_files),
+        s.f_ffree,
+    );
     r.eq("f_namelen 255", 255, s.f_namelen);
     let fsid: [i32; 2] = {
         // SAFETY: fsid_t is two ints; reading its bytes as such is valid.
@@ -1718,23 +2887,40 @@ fn g_statfs(r: &mut Report, cx: &Ctx) {
     let free0 = (s.f_bfree as u64) * s.f_bsize as u64;
     let want = 4 * MIB;
     if free0 < 3 * want {
-        r.skip("free space drops after writing 4 MiB", "filesystem too full");
+        r.skip(
+            "free space drops after writing 4 MiB",
+            "filesystem too full",
+        );
         return;
     }
     let f = d.join("fill");
     let fd = must(sys::open(&f, O_CREAT | O_WRONLY, 0o644), "create");
-    must(fd.pwrite_all(&pat(13, 0, want as usize), 0).map_err(|(_, e)| e), "write");
+    must(
+        fd.pwrite_all(&pat(13, 0, want as usize), 0)
+            .map_err(|(_, e)| e),
+        "write",
+    );
     must(fd.fsync(), "fsync");
     must(fd.syncfs(), "syncfs");
     let s1 = must(sys::statfs(&d), "statfs");
     let free1 = (s1.f_bfree as u64) * s1.f_bsize as u64;
-    r.check("free space drops by >= 2 MiB after writing 4 MiB + syncfs", free1 + 2 * MIB <= free0, format!("<= {}", free0 - 2 * MIB), free1);
+    r.check(
+        "free space drops by >= 2 MiB after writing 4 MiB + syncfs",
+        free1 + 2 * MIB <= free0,
+        format!("<= {}", free0 - 2 * MIB),
+        free1,
+    );
     drop(fd);
     must(sys::unlink(&f), "unlink");
     must(sys::syncfs_path(&d), "sync");
     let s2 = must(sys::statfs(&d), "statfs");
     let free2 = (s2.f_bfree as u64) * s2.f_bsize as u64;
-    r.check("free space returns after unlink + syncfs", free2 + MIB >= free0, format!(">= {}", free0 - MIB), free2);
+    r.check(
+        "free space returns after unlink + syncfs",
+        free2 + MIB >= free0,
+        format!(">= {}", free0 - MIB),
+        free2,
+    );
 }
 
 fn g_large(r: &mut Report, cx: &Ctx) {
@@ -1756,7 +2942,12 @@ fn g_large(r: &mut Report, cx: &Ctx) {
             break;
         }
     }
-    r.check(&format!("write {n} MiB"), werr.is_none(), "success", format!("{werr:?}"));
+    r.check(
+        &format!("write {n} MiB"),
+        werr.is_none(),
+        "success",
+        format!("{werr:?}"),
+    );
     r.ok("fsync", fd.fsync());
     r.eq("size", (n * MIB) as i64, must(fd.fstat(), "fstat").st_size);
     drop(fd);
@@ -1782,7 +2973,12 @@ fn g_large(r: &mut Report, cx: &Ctx) {
             }
         }
     }
-    r.check(&format!("read back and verify {n} MiB"), bad.is_none(), "pattern", bad.unwrap_or_default());
+    r.check(
+        &format!("read back and verify {n} MiB"),
+        bad.is_none(),
+        "pattern",
+        bad.unwrap_or_default(),
+    );
     drop(fd);
     r.ok("unlink", sys::unlink(&f));
 }

@@ -24,7 +24,10 @@ pub fn install_panic_hook() {
         } else {
             "panic".to_string()
         };
-        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let loc = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
     }));
 }
@@ -105,7 +108,13 @@ extern "C" fn on_fatal_signal(sig: libc::c_int) {
 /// is wrong) into one FAIL line naming the running group plus the summary line, so the output
 /// protocol holds even when the process dies.
 pub fn install_fatal_signal_handler() {
-    for sig in [libc::SIGBUS, libc::SIGSEGV, libc::SIGFPE, libc::SIGILL, libc::SIGABRT] {
+    for sig in [
+        libc::SIGBUS,
+        libc::SIGSEGV,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGABRT,
+    ] {
         // SAFETY: installing a handler that only uses async-signal-safe calls.
         unsafe { libc::signal(sig, on_fatal_signal as *const () as libc::sighandler_t) };
     }
@@ -113,7 +122,13 @@ pub fn install_fatal_signal_handler() {
 
 /// Restores default handling (for forked children, whose output is not the protocol).
 pub fn reset_fatal_signal_handler() {
-    for sig in [libc::SIGBUS, libc::SIGSEGV, libc::SIGFPE, libc::SIGILL, libc::SIGABRT] {
+    for sig in [
+        libc::SIGBUS,
+        libc::SIGSEGV,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGABRT,
+    ] {
         // SAFETY: restoring the default disposition.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
@@ -164,7 +179,13 @@ impl Report {
     pub fn fail(&mut self, name: &str, expected: impl Display, got: impl Display) {
         self.failed += 1;
         G_FAILED.fetch_add(1, Ordering::Relaxed);
-        out(&format!("FAIL - {}{} (expected {}, got {})", self.prefix, name, clip(expected.to_string()), clip(got.to_string())));
+        out(&format!(
+            "FAIL - {}{} (expected {}, got {})",
+            self.prefix,
+            name,
+            clip(expected.to_string()),
+            clip(got.to_string())
+        ));
     }
 
     pub fn skip(&mut self, name: &str, why: impl Display) {
@@ -177,7 +198,13 @@ impl Report {
         out(&format!("# {}{}", self.prefix, msg));
     }
 
-    pub fn check(&mut self, name: &str, cond: bool, expected: impl Display, got: impl Display) -> bool {
+    pub fn check(
+        &mut self,
+        name: &str,
+        cond: bool,
+        expected: impl Display,
+        got: impl Display,
+    ) -> bool {
         if cond {
             self.pass(name);
         } else {
@@ -217,7 +244,11 @@ impl Report {
 
     /// Expects failure with one of `errnos` (the first is the one named as expected).
     pub fn err_any<T>(&mut self, name: &str, r: R<T>, errnos: &[i32]) -> bool {
-        let exp = errnos.iter().map(|&e| Errno(e).to_string()).collect::<Vec<_>>().join(" or ");
+        let exp = errnos
+            .iter()
+            .map(|&e| Errno(e).to_string())
+            .collect::<Vec<_>>()
+            .join(" or ");
         match r {
             Ok(_) => {
                 self.fail(name, exp, "success");
@@ -242,8 +273,14 @@ impl Report {
         let t0 = std::time::Instant::now();
         let r = panic::catch_unwind(AssertUnwindSafe(|| f(&mut *self)));
         if r.is_err() {
-            let msg = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| "panic".into());
-            self.fail("group ran to completion", "no panic", format!("panic: {msg}"));
+            let msg = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| "panic".into());
+            self.fail(
+                "group ran to completion",
+                "no panic",
+                format!("panic: {msg}"),
+            );
         }
         self.note(format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
         self.prefix = saved;

@@ -153,7 +153,14 @@ impl Fd {
 
     pub fn pread(&self, buf: &mut [u8], off: u64) -> R<usize> {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-        ret_s(unsafe { libc::pread(self.0, buf.as_mut_ptr().cast(), buf.len(), off as libc::off_t) })
+        ret_s(unsafe {
+            libc::pread(
+                self.0,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                off as libc::off_t,
+            )
+        })
     }
 
     /// Writes all of `buf` at `off`, looping over short writes; a short write followed by an error
@@ -263,7 +270,12 @@ fn parse_dirents(mut b: &[u8]) -> Vec<Dirent> {
         }
         let raw = &b[19..reclen];
         let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-        out.push(Dirent { ino, off, dtype, name: raw[..end].to_vec() });
+        out.push(Dirent {
+            ino,
+            off,
+            dtype,
+            name: raw[..end].to_vec(),
+        });
         b = &b[reclen..];
     }
     out
@@ -279,7 +291,14 @@ pub fn open<P: AsRef<Path>>(p: P, flags: libc::c_int, mode: u32) -> R<Fd> {
 pub fn openat(dir: &Fd, name: &[u8], flags: libc::c_int, mode: u32) -> R<Fd> {
     let c = cbytes(name)?;
     // SAFETY: `c` is NUL-terminated; `dir` is an open descriptor.
-    let fd = ret(unsafe { libc::openat(dir.0, c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+    let fd = ret(unsafe {
+        libc::openat(
+            dir.0,
+            c.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
     Ok(Fd(fd))
 }
 
@@ -356,7 +375,14 @@ pub fn rename2<P: AsRef<Path>, Q: AsRef<Path>>(a: P, b: Q, flags: u32) -> R<()> 
     let (a, b) = (cpath(a)?, cpath(b)?);
     // SAFETY: both paths are NUL-terminated; raw syscall so no libc version dependency.
     let r = unsafe {
-        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags)
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            flags,
+        )
     };
     ret_l(r).map(|_| ())
 }
@@ -366,7 +392,13 @@ fn do_stat(p: &Path, follow: bool) -> R<libc::stat> {
     // SAFETY: `stat` is plain old data; all-zero is valid.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is NUL-terminated and `st` a valid, writable `struct stat`.
-    let r = unsafe { if follow { libc::stat(c.as_ptr(), &mut st) } else { libc::lstat(c.as_ptr(), &mut st) } };
+    let r = unsafe {
+        if follow {
+            libc::stat(c.as_ptr(), &mut st)
+        } else {
+            libc::lstat(c.as_ptr(), &mut st)
+        }
+    };
     ret(r)?;
     Ok(st)
 }
@@ -414,7 +446,11 @@ pub fn statx<P: AsRef<Path>>(p: P, nofollow: bool) -> R<Statx> {
     let c = cpath(p)?;
     // SAFETY: `statx` is plain old data; all-zero is valid.
     let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = if nofollow { libc::AT_SYMLINK_NOFOLLOW } else { 0 };
+    let flags = if nofollow {
+        libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        0
+    };
     // SAFETY: `c` is NUL-terminated and `sx` a valid, writable `struct statx`.
     let r = unsafe {
         libc::syscall(
@@ -427,7 +463,10 @@ pub fn statx<P: AsRef<Path>>(p: P, nofollow: bool) -> R<Statx> {
         )
     };
     ret_l(r)?;
-    let ts = |t: libc::statx_timestamp| Ts { sec: t.tv_sec, nsec: t.tv_nsec };
+    let ts = |t: libc::statx_timestamp| Ts {
+        sec: t.tv_sec,
+        nsec: t.tv_nsec,
+    };
     Ok(Statx {
         mask: sx.stx_mask,
         mode: u32::from(sx.stx_mode),
@@ -440,7 +479,11 @@ pub fn statx<P: AsRef<Path>>(p: P, nofollow: bool) -> R<Statx> {
         atime: ts(sx.stx_atime),
         mtime: ts(sx.stx_mtime),
         ctime: ts(sx.stx_ctime),
-        btime: if sx.stx_mask & libc::STATX_BTIME != 0 { Some(ts(sx.stx_btime)) } else { None },
+        btime: if sx.stx_mask & libc::STATX_BTIME != 0 {
+            Some(ts(sx.stx_btime))
+        } else {
+            None
+        },
         rdev: libc::makedev(sx.stx_rdev_major, sx.stx_rdev_minor),
     })
 }
@@ -455,16 +498,29 @@ pub enum TimeSpec {
 
 fn to_timespec(t: TimeSpec) -> libc::timespec {
     match t {
-        TimeSpec::At(s, ns) => libc::timespec { tv_sec: s as libc::time_t, tv_nsec: ns as libc::c_long },
-        TimeSpec::Now => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
-        TimeSpec::Omit => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        TimeSpec::At(s, ns) => libc::timespec {
+            tv_sec: s as libc::time_t,
+            tv_nsec: ns as libc::c_long,
+        },
+        TimeSpec::Now => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        TimeSpec::Omit => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
     }
 }
 
 /// utimensat; `times == None` passes NULL (both set to now, needs only write permission).
 pub fn utimens<P: AsRef<Path>>(p: P, times: Option<(TimeSpec, TimeSpec)>, nofollow: bool) -> R<()> {
     let c = cpath(p)?;
-    let flags = if nofollow { libc::AT_SYMLINK_NOFOLLOW } else { 0 };
+    let flags = if nofollow {
+        libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        0
+    };
     let r = match times {
         // SAFETY: `c` is NUL-terminated; NULL times is allowed.
         None => unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), flags) },
@@ -477,14 +533,32 @@ pub fn utimens<P: AsRef<Path>>(p: P, times: Option<(TimeSpec, TimeSpec)>, nofoll
     ret(r).map(|_| ())
 }
 
-pub fn setxattr<P: AsRef<Path>>(p: P, name: &str, value: &[u8], flags: i32, nofollow: bool) -> R<()> {
+pub fn setxattr<P: AsRef<Path>>(
+    p: P,
+    name: &str,
+    value: &[u8],
+    flags: i32,
+    nofollow: bool,
+) -> R<()> {
     let (c, n) = (cpath(p)?, cbytes(name.as_bytes())?);
     // SAFETY: strings are NUL-terminated and `value` is valid for `value.len()` bytes.
     let r = unsafe {
         if nofollow {
-            libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+            libc::lsetxattr(
+                c.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
         } else {
-            libc::setxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+            libc::setxattr(
+                c.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
         }
     };
     ret(r).map(|_| ())
@@ -495,7 +569,11 @@ pub fn setxattr<P: AsRef<Path>>(p: P, name: &str, value: &[u8], flags: i32, nofo
 pub fn getxattr_sized<P: AsRef<Path>>(p: P, name: &str, size: usize, nofollow: bool) -> R<Vec<u8>> {
     let (c, n) = (cpath(p)?, cbytes(name.as_bytes())?);
     let mut buf = vec![0u8; size];
-    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    let ptr = if size == 0 {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
+    };
     // SAFETY: strings are NUL-terminated; `ptr` is NULL (size 0) or valid for `size` bytes.
     let r = unsafe {
         if nofollow {
@@ -514,10 +592,18 @@ pub fn getxattr<P: AsRef<Path>>(p: P, name: &str) -> R<Vec<u8>> {
 }
 
 /// listxattr with a buffer of `size` bytes (0 = size query); returns the names.
-pub fn listxattr_sized<P: AsRef<Path>>(p: P, size: usize, nofollow: bool) -> R<(usize, Vec<String>)> {
+pub fn listxattr_sized<P: AsRef<Path>>(
+    p: P,
+    size: usize,
+    nofollow: bool,
+) -> R<(usize, Vec<String>)> {
     let c = cpath(p)?;
     let mut buf = vec![0u8; size];
-    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    let ptr = if size == 0 {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
+    };
     // SAFETY: `c` is NUL-terminated; `ptr` is NULL (size 0) or valid for `size` bytes.
     let r = unsafe {
         if nofollow {
@@ -588,7 +674,11 @@ pub struct Mmap {
 impl Mmap {
     pub fn new(fd: &Fd, len: usize, writable: bool, shared: bool) -> R<Mmap> {
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
-        let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        let flags = if shared {
+            libc::MAP_SHARED
+        } else {
+            libc::MAP_PRIVATE
+        };
         // SAFETY: a fresh mapping chosen by the kernel; `fd` is open.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd.0, 0) };
         if p == libc::MAP_FAILED {
@@ -610,7 +700,9 @@ impl Mmap {
             return;
         }
         // SAFETY: [off, end) lies inside the mapping, which is writable by the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (self.ptr as *mut u8).add(off), end - off) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), (self.ptr as *mut u8).add(off), end - off)
+        };
     }
 
     pub fn msync(&self) -> R<()> {
@@ -642,7 +734,10 @@ pub fn coarse_now() -> Ts {
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: `ts` is valid and writable.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    Ts { sec: ts.tv_sec as i64, nsec: ts.tv_nsec as u32 }
+    Ts {
+        sec: ts.tv_sec as i64,
+        nsec: ts.tv_nsec as u32,
+    }
 }
 
 pub fn now() -> Ts {
@@ -650,7 +745,10 @@ pub fn now() -> Ts {
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: `ts` is valid and writable.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    Ts { sec: ts.tv_sec as i64, nsec: ts.tv_nsec as u32 }
+    Ts {
+        sec: ts.tv_sec as i64,
+        nsec: ts.tv_nsec as u32,
+    }
 }
 
 /// Result of running a closure as another user in a forked child.
@@ -674,12 +772,19 @@ pub fn as_user(uid: u32, gid: u32, f: impl FnOnce() -> Vec<i32>) -> Result<Vec<i
         crate::report::reset_fatal_signal_handler();
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: plain credential syscalls; group first, then the user.
-            let ok = unsafe { libc::setgroups(0, std::ptr::null()) == 0 && libc::setgid(gid) == 0 && libc::setuid(uid) == 0 };
+            let ok = unsafe {
+                libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setgid(gid) == 0
+                    && libc::setuid(uid) == 0
+            };
             if !ok {
                 return format!("setuid {}", Errno::last());
             }
             let v = f();
-            v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
         }))
         .unwrap_or_else(|_| "panic".to_string());
         let b = out.as_bytes();
@@ -707,7 +812,9 @@ pub fn as_user(uid: u32, gid: u32, f: impl FnOnce() -> Vec<i32>) -> Result<Vec<i
     if s.is_empty() {
         return Ok(Vec::new());
     }
-    s.split(' ').map(|t| t.parse::<i32>().map_err(|_| format!("child: {s}"))).collect()
+    s.split(' ')
+        .map(|t| t.parse::<i32>().map_err(|_| format!("child: {s}")))
+        .collect()
 }
 
 /// 0 on success, else the errno: the encoding `as_user` children report with.

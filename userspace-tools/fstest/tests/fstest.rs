@@ -21,9 +21,17 @@ struct Scratch {
 
 impl Scratch {
     fn new(tag: &str, size_mib: u64) -> Scratch {
-        let dir = PathBuf::from(format!("/tmp/fstest-it.{}.{}.{tag}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+        let dir = PathBuf::from(format!(
+            "/tmp/fstest-it.{}.{}.{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Scratch { dir, mounted: false, image: None };
+        let mut s = Scratch {
+            dir,
+            mounted: false,
+            image: None,
+        };
         if is_root() {
             let st = Command::new("mount")
                 .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
@@ -34,7 +42,11 @@ impl Scratch {
             s.mounted = true;
         } else {
             std::fs::remove_dir(&s.dir).unwrap();
-            s.dir = PathBuf::from(format!("/dev/shm/fstest-it.{}.{}.{tag}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+            s.dir = PathBuf::from(format!(
+                "/dev/shm/fstest-it.{}.{}.{tag}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
             std::fs::create_dir_all(&s.dir).unwrap();
         }
         s
@@ -45,14 +57,38 @@ impl Scratch {
         if !is_root() || Command::new("mkfs.ext4").arg("-V").output().is_err() {
             return None;
         }
-        let id = format!("{}.{}.{tag}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+        let id = format!(
+            "{}.{}.{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
         let img = PathBuf::from(format!("/tmp/fstest-it.{id}.img"));
         let dir = PathBuf::from(format!("/tmp/fstest-it.{id}"));
-        std::fs::File::create(&img).unwrap().set_len(size_mib << 20).unwrap();
-        let ok = Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img).status().ok()?.success();
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(size_mib << 20)
+            .unwrap();
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .status()
+            .ok()?
+            .success();
         std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Scratch { dir, mounted: false, image: Some(img) };
-        if !ok || !Command::new("mount").args(["-o", "loop"]).arg(s.image.as_ref()?).arg(&s.dir).status().ok()?.success() {
+        let mut s = Scratch {
+            dir,
+            mounted: false,
+            image: Some(img),
+        };
+        if !ok
+            || !Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(s.image.as_ref()?)
+                .arg(&s.dir)
+                .status()
+                .ok()?
+                .success()
+        {
             return None;
         }
         s.mounted = true;
@@ -64,8 +100,18 @@ impl Scratch {
     /// Unmounts and mounts the loop image again (ext4 scratch only).
     fn remount(&self) {
         let img = self.image.as_ref().expect("image");
-        assert!(Command::new("umount").arg(&self.dir).status().unwrap().success());
-        assert!(Command::new("mount").args(["-o", "loop"]).arg(img).arg(&self.dir).status().unwrap().success());
+        assert!(Command::new("umount")
+            .arg(&self.dir)
+            .status()
+            .unwrap()
+            .success());
+        assert!(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(img)
+            .arg(&self.dir)
+            .status()
+            .unwrap()
+            .success());
     }
 }
 
@@ -101,26 +147,48 @@ fn fstest(args: &[&str], dir: &Path) -> Run {
     }
     c.args(it);
     let o = c.output().unwrap();
-    Run { code: o.status.code().unwrap_or(-1), out: String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr) }
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    }
 }
 
 /// Checks the output format and returns (passed, failed).
 fn summary(r: &Run) -> (u64, u64) {
     let lines: Vec<&str> = r.out.lines().collect();
     for l in &lines[..lines.len() - 1] {
-        assert!(l.starts_with("ok - ") || l.starts_with("FAIL - ") || l.starts_with("# "), "bad line {l:?}");
+        assert!(
+            l.starts_with("ok - ") || l.starts_with("FAIL - ") || l.starts_with("# "),
+            "bad line {l:?}"
+        );
     }
     let last = lines.last().expect("output");
-    let (p, f) = last.split_once(" passed, ").unwrap_or_else(|| panic!("last line {last:?}"));
-    let f = f.strip_suffix(" failed").unwrap_or_else(|| panic!("last line {last:?}"));
+    let (p, f) = last
+        .split_once(" passed, ")
+        .unwrap_or_else(|| panic!("last line {last:?}"));
+    let f = f
+        .strip_suffix(" failed")
+        .unwrap_or_else(|| panic!("last line {last:?}"));
     let (p, f): (u64, u64) = (p.parse().unwrap(), f.parse().unwrap());
-    assert_eq!(f, lines.iter().filter(|l| l.starts_with("FAIL - ")).count() as u64);
+    assert_eq!(
+        f,
+        lines.iter().filter(|l| l.starts_with("FAIL - ")).count() as u64
+    );
     (p, f)
 }
 
 fn assert_clean(r: &Run) -> u64 {
     let (p, f) = summary(r);
-    assert_eq!((f, r.code), (0, 0), "failures:\n{}", r.out.lines().filter(|l| l.starts_with("FAIL")).collect::<Vec<_>>().join("\n"));
+    assert_eq!(
+        (f, r.code),
+        (0, 0),
+        "failures:\n{}",
+        r.out
+            .lines()
+            .filter(|l| l.starts_with("FAIL"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     p
 }
 
@@ -128,11 +196,23 @@ fn assert_clean(r: &Run) -> u64 {
 fn posix_on_tmpfs() {
     let s = Scratch::new("posix", 256);
     let other = Scratch::new("other", 16);
-    let r = fstest(&["posix", "DIR", "--large-mib", "24", "--other-dir", other.dir.to_str().unwrap()], &s.dir);
+    let r = fstest(
+        &[
+            "posix",
+            "DIR",
+            "--large-mib",
+            "24",
+            "--other-dir",
+            other.dir.to_str().unwrap(),
+        ],
+        &s.dir,
+    );
     let p = assert_clean(&r);
     assert!(p > 400, "only {p} checks passed");
     if is_root() {
-        assert!(r.out.contains("ok - perms: unlink root's file in sticky dir\n"));
+        assert!(r
+            .out
+            .contains("ok - perms: unlink root's file in sticky dir\n"));
         assert!(r.out.contains("ok - rename: rename across filesystems\n"));
     }
     // The work directory is removed.
@@ -145,7 +225,10 @@ fn posix_on_ext4() {
         eprintln!("skipped: needs root and mkfs.ext4");
         return;
     };
-    let r = fstest(&["posix", "DIR", "--large-mib", "8", "--drop-caches"], &s.dir);
+    let r = fstest(
+        &["posix", "DIR", "--large-mib", "8", "--drop-caches"],
+        &s.dir,
+    );
     assert_clean(&r);
 }
 
@@ -161,15 +244,59 @@ fn posix_only_selects_groups() {
 #[test]
 fn integrity_round_trip_and_detection() {
     let s = Scratch::new("integrity", 128);
-    let w = fstest(&["integrity", "write", "DIR", "--seed", "5", "--total-mib", "12"], &s.dir);
+    let w = fstest(
+        &[
+            "integrity",
+            "write",
+            "DIR",
+            "--seed",
+            "5",
+            "--total-mib",
+            "12",
+        ],
+        &s.dir,
+    );
     assert_clean(&w);
-    let v = fstest(&["integrity", "verify", "DIR", "--seed", "5", "--total-mib", "12"], &s.dir);
+    let v = fstest(
+        &[
+            "integrity",
+            "verify",
+            "DIR",
+            "--seed",
+            "5",
+            "--total-mib",
+            "12",
+        ],
+        &s.dir,
+    );
     assert_eq!(assert_clean(&v), 7);
     // A second write of the same seed refuses to overwrite.
-    let again = fstest(&["integrity", "write", "DIR", "--seed", "5", "--total-mib", "12"], &s.dir);
+    let again = fstest(
+        &[
+            "integrity",
+            "write",
+            "DIR",
+            "--seed",
+            "5",
+            "--total-mib",
+            "12",
+        ],
+        &s.dir,
+    );
     assert_eq!(again.code, 1);
     // Another seed verifies against nothing.
-    let other = fstest(&["integrity", "verify", "DIR", "--seed", "6", "--total-mib", "12"], &s.dir);
+    let other = fstest(
+        &[
+            "integrity",
+            "verify",
+            "DIR",
+            "--seed",
+            "6",
+            "--total-mib",
+            "12",
+        ],
+        &s.dir,
+    );
     assert_eq!(other.code, 1);
     // Flip one byte in the largest file: verify must name it.
     let root = s.dir.join("fstest-integrity.5");
@@ -187,17 +314,37 @@ fn integrity_round_trip_and_detection() {
         }
     }
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(&biggest.1).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&biggest.1)
+        .unwrap();
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, biggest.0 / 2).unwrap();
     b[0] ^= 0x40;
     f.write_all_at(&b, biggest.0 / 2).unwrap();
     drop(f);
-    let v = fstest(&["integrity", "verify", "DIR", "--seed", "5", "--total-mib", "12"], &s.dir);
+    let v = fstest(
+        &[
+            "integrity",
+            "verify",
+            "DIR",
+            "--seed",
+            "5",
+            "--total-mib",
+            "12",
+        ],
+        &s.dir,
+    );
     let (_, failed) = summary(&v);
     assert_eq!(v.code, 1);
     assert!(failed >= 1);
-    assert!(v.out.contains(&format!("content differs at byte {}", biggest.0 / 2)), "{}", v.out);
+    assert!(
+        v.out
+            .contains(&format!("content differs at byte {}", biggest.0 / 2)),
+        "{}",
+        v.out
+    );
     let c = fstest(&["integrity", "clean", "DIR", "--seed", "5"], &s.dir);
     assert_eq!(c.code, 0);
     assert!(!root.exists());
@@ -230,15 +377,28 @@ fn enospc_on_small_ext4() {
 fn enospc_without_enospc_fails() {
     // --max-mib below the free space: the fill stops without ENOSPC, which must be a failure.
     let s = Scratch::new("enospc-max", 64);
-    let r = fstest(&["enospc", "DIR", "--max-mib", "4", "--rounds", "1"], &s.dir);
+    let r = fstest(
+        &["enospc", "DIR", "--max-mib", "4", "--rounds", "1"],
+        &s.dir,
+    );
     assert_eq!(r.code, 1);
-    assert!(r.out.contains("FAIL - enospc: filling reaches ENOSPC"), "{}", r.out);
+    assert!(
+        r.out.contains("FAIL - enospc: filling reaches ENOSPC"),
+        "{}",
+        r.out
+    );
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let s = Scratch::new("usage", 8);
-    for args in [&["bogus"][..], &["posix"], &["posix", "DIR", "--nope"], &["integrity", "write", "DIR"], &["enospc", "DIR", "--total-mib", "1"]] {
+    for args in [
+        &["bogus"][..],
+        &["posix"],
+        &["posix", "DIR", "--nope"],
+        &["integrity", "write", "DIR"],
+        &["enospc", "DIR", "--total-mib", "1"],
+    ] {
         let r = fstest(args, &s.dir);
         assert_eq!(r.code, 2, "{args:?}: {}", r.out);
     }
@@ -263,7 +423,32 @@ fn integrity_survives_remount_on_ext4() {
         eprintln!("skipped: needs root and mkfs.ext4");
         return;
     };
-    assert_clean(&fstest(&["integrity", "write", "DIR", "--seed", "11", "--total-mib", "16"], &s.dir));
+    assert_clean(&fstest(
+        &[
+            "integrity",
+            "write",
+            "DIR",
+            "--seed",
+            "11",
+            "--total-mib",
+            "16",
+        ],
+        &s.dir,
+    ));
     s.remount();
-    assert_eq!(assert_clean(&fstest(&["integrity", "verify", "DIR", "--seed", "11", "--total-mib", "16"], &s.dir)), 7);
+    assert_eq!(
+        assert_clean(&fstest(
+            &[
+                "integrity",
+                "verify",
+                "DIR",
+                "--seed",
+                "11",
+                "--total-mib",
+                "16"
+            ],
+            &s.dir
+        )),
+        7
+    );
 }
