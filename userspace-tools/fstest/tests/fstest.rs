@@ -452,3 +452,35 @@ fn integrity_survives_remount_on_ext4() {
         7
     );
 }
+
+#[test]
+fn posix_as_non_root() {
+    if !is_root() {
+        eprintln!("skipped: already covered by the other posix tests when not root");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let s = Scratch::new("nonroot", 128);
+    let d = s.dir.join("nobody");
+    std::fs::create_dir(&d).unwrap();
+    std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ferrofs-fstest"))
+        .args(["posix"])
+        .arg(&d)
+        .args(["--large-mib", "2", "--bigdir", "500"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let r = Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+    };
+    assert_clean(&r);
+    assert!(r
+        .out
+        .contains("ok - perms: EACCES/EPERM as uid 65534 # SKIP not root"));
+    assert!(r
+        .out
+        .contains("ok - mknod: mknod char 1:3 without CAP_MKNOD\n"));
+}
