@@ -363,6 +363,8 @@ pub struct Outcome {
     pub bytes_read: u64,
     /// `check()` found no mismatch.
     pub consistent: bool,
+    /// `check()` reported a segment whose recorded live bytes differ from the index's.
+    pub mismatch: bool,
     /// The writes, sync and unmount all succeeded.
     pub wrote: bool,
     /// The remount succeeded.
@@ -488,7 +490,11 @@ pub fn exercise(sim: NandSim, opts: MountOptions) -> Outcome {
     let w = walk(&mut fs, true);
     out.visited = w.visited;
     out.bytes_read = w.bytes;
-    out.consistent = matches!(fs.check(), Ok(None));
+    match fs.check() {
+        Ok(None) => out.consistent = true,
+        Ok(Some(_)) => out.mismatch = true,
+        Err(_) => {}
+    }
     let mut t = 10_000i64;
     let mut now = || {
         t += 1;
