@@ -51,7 +51,8 @@ def status_sections(path):
             w = line.split()
             rc = next((x.split("=", 1)[1] for x in w if x.startswith("rc=")), "?")
             s = next((x.split("=", 1)[1] for x in w if x.startswith("seconds=")), "?")
-            secs[cur]["exps"].append((w[1], w[2], rc, s))
+            err = next((x.split("=", 1)[1].replace("_", " ") for x in w if x.startswith("error=")), "")
+            secs[cur]["exps"].append((w[1], w[2], rc + (f" ({err})" if err else ""), s))
         elif cur and "=" in line:
             k, v = line.split("=", 1)
             secs[cur]["kv"][k] = v
@@ -115,7 +116,7 @@ def main():
         guest = "ok" if k.get("guest_rc") == "0" else f"FAILED ({k.get('guest_failure', 'exit ' + k.get('guest_rc', '?'))})"
         guest += f", {k.get('guest_seconds', '?')} s"
         setup = k.get("setup", "not reached")
-        exps = ", ".join(f"{lab if lab != t else ''}{' ' if lab != t else ''}{e} {'ok' if rc == '0' else 'FAILED rc=' + rc} {sec}s" for lab, e, rc, sec in s["exps"]) or "none"
+        exps = ", ".join(f"{lab if lab != t else ''}{' ' if lab != t else ''}{e} {'ok' if rc == '0' else 'FAILED rc=' + rc + ','} {sec}s" for lab, e, rc, sec in s["exps"]) or "none"
         notes = []
         for key in ("umount", "fsck"):
             if key in k:
@@ -128,6 +129,54 @@ def main():
     o.append("")
     if tool_err:
         o.append(f"`ferrofs-bench report` reported: {tool_err}\n")
+
+    # Headline: sequential throughput of every target beside its physical limit.
+    sweeps = {}
+    for dp, _, fs in os.walk(jdir):
+        for f in fs:
+            if f.endswith("-sweep.json"):
+                try:
+                    d = json.load(open(os.path.join(dp, f)))
+                    sweeps[d["label"]] = d["results"]["points"]
+                except (OSError, ValueError, KeyError):
+                    pass
+    if sweeps:
+        def pt(lab, bs):
+            pts = sweeps.get(lab, [])
+            p = next((x for x in pts if x["block_size"] == bs and x["mode"] in ("buffered", "raw-mtd", "raw-block")), None)
+            return p
+        bss = sorted({x["block_size"] for pts in sweeps.values() for x in pts})
+        limit = {"jffs2": "nand-raw", "ubifs": "nand-raw", "ferrofs": "nand-raw", "f2fs": "mtdblock-raw", "ext4": "mtdblock-raw"}
+        order = ["nand-raw", "mtdblock-raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs"]
+        labs = [l for l in order if l in sweeps] + [l for l in sweeps if l not in order]
+        o.append("## Summary: sequential write / read MB/s (buffered + fsync; raw devices: their own mode)\n")
+        o.append("The percentage is of the physical limit below the filesystem: `nand-raw` for JFFS2, UBIFS and ferrofs, "
+                 "`mtdblock-raw` (O_DIRECT on mtdblock) for F2FS and ext4 (the cheap-FTL case).\n")
+        hdr = "| Target | " + " | ".join(f"{bs >> 10}k write | {bs >> 10}k read" if bs < 1 << 20 else f"{bs >> 20}M write | {bs >> 20}M read" for bs in bss) + " |"
+        o.append(hdr)
+        o.append("|---|" + "---|---|" * len(bss))
+        for l in labs:
+            cells = []
+            for bs in bss:
+                p = pt(l, bs)
+                for ph in ("write", "read"):
+                    if p is None:
+                        cells.append("n/a")
+                        continue
+                    v = p[ph]
+                    if v.get("status") != "ok" or v.get("mb_s") is None:
+                        cells.append(v.get("status", "n/a"))
+                        continue
+                    c = f"{v['mb_s']:.2f}"
+                    ref = pt(limit.get(l, ""), bs)
+                    if ref and ref[ph].get("status") == "ok" and ref[ph].get("mb_s"):
+                        c += f" ({100 * v['mb_s'] / ref[ph]['mb_s']:.0f} %)"
+                    cells.append(c)
+            o.append(f"| {l} | " + " | ".join(cells) + " |")
+        missing = [t for t in ORDER if t != "raw" and t in st and t not in sweeps]
+        if missing:
+            o.append(f"\nNo sweep results from: {', '.join(missing)} (see the status table).")
+        o.append("")
 
     # Demote the tool report's title; keep everything else as it is.
     if tool_md:
