@@ -907,7 +907,9 @@ unsafe fn make_node(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, 
             let (nuid, ngid, nmode) = (shim::ferrofs_i_uid_read(inode), shim::ferrofs_i_gid_read(inode), u32::from((*inode).i_mode));
             if nuid != a.uid || ngid != a.gid || nmode != a.mode {
                 let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
-                if let Err(e) = info.lock().setattr(a.ino, &sa, t) {
+                // The result is taken first so that the engine lock is released before `iput`.
+                let res = info.lock().setattr(a.ino, &sa, t);
+                if let Err(e) = res {
                     bindings::iput(inode);
                     return Err(kerr(e));
                 }
