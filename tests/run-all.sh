@@ -1,50 +1,73 @@
 #!/usr/bin/env bash
 # `make test`: the whole chain on this machine, from a fresh clone.
-#   toolchain -> kernel (cached) -> ferrofs.ko -> userspace tools -> cargo test -> initramfs
-#   -> harness self-test -> guest suites
+#   toolchain -> userspace tools -> cargo test
+#   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> [harness self-test]
+#      -> guest suites
+# The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
+# DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug when FERROFS_DEBUG=1.
+# FERROFS_KFLAVOUR=debug runs only the debug flavour, with every suite.
 # Prints each step's wall time and ends with "N passed, N failed" over every check that ran.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source qemu/env.sh
+mkdir -p build/logs
 passed=0; failed=0; t0=$(date +%s)
 step_start=0
 begin() { step_start=$(date +%s); echo; echo "=== $1"; }
 took() { echo "=== $1: $(( $(date +%s) - step_start ))s"; }
 abort() { echo "make test: $1 failed; stopping"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
+# add_line "LABEL: N passed, N failed": add the counts (a missing line counts as one failure).
+add_line() {
+  local line="$1"
+  [ -n "$line" ] || line="x: 0 passed, 1 failed"
+  passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{print $4}' <<<"$line")))
+}
 
 begin "toolchain"; qemu/install-deps.sh || abort "toolchain install"; took toolchain
-begin "kernel ($FERROFS_KFLAVOUR)"; qemu/build-kernel.sh >/dev/null || abort "kernel build"; took kernel
-begin "module"; qemu/build-module.sh >/dev/null || abort "ferrofs.ko build (or it printed warnings)"
-qemu/build-module.sh "$PWD/tests/harness/faulty" >/dev/null || abort "harness test module build"; took module
 begin "userspace tools"; qemu/build-tools.sh || abort "userspace tools build"; took tools
 
 begin "cargo test"
-log=build/logs/cargo-test.log; mkdir -p build/logs
-(cd userspace-tools && cargo test --release 2>&1) | tee "$log" | grep -E '^test result:|^error|FAILED|panicked'
+log=build/logs/cargo-test.log
+(cd userspace-tools && cargo test --release 2>&1) | tee "$log" | grep -E '^test result:|^error|FAILED|panicked|crash enumeration'
 crc=${PIPESTATUS[0]}
 p=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^passed;?$/) s+=$(i-1)} END {print s+0}' "$log")
 f=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^failed;?$/) s+=$(i-1)} END {print s+0}' "$log")
 [ $crc -ne 0 ] && [ "$f" -eq 0 ] && f=1
-passed=$((passed + p)); failed=$((failed + f))
+add_line "cargo: $p passed, $f failed"
 echo "cargo: $p passed, $f failed"; took "cargo test"
 
-begin "initramfs"
-qemu/mkinitramfs.sh "$(kernel_dir)/linux" "build/initramfs-$FERROFS_KFLAVOUR.cpio.gz" tests/harness/faulty/faulty.ko \
-  || abort "initramfs"; took initramfs
+# run_flavour FLAVOUR SUITES_FILE: kernel, module, initramfs, (harness test), guest suites.
+run_flavour() {
+  local flavour="$1" suites_file="$2"
+  export FERROFS_KFLAVOUR="$flavour"
+  source qemu/env.sh   # the kernel's cache key depends on the flavour
+  begin "kernel ($flavour)"; qemu/build-kernel.sh >/dev/null || abort "$flavour kernel build"; took "kernel ($flavour)"
+  begin "module ($flavour)"
+  qemu/build-module.sh >/dev/null || abort "ferrofs.ko build for the $flavour kernel (or it printed warnings)"
+  qemu/build-module.sh "$PWD/tests/harness/faulty" >/dev/null || abort "harness test module build"
+  took "module ($flavour)"
+  begin "initramfs ($flavour)"
+  qemu/mkinitramfs.sh "$(kernel_dir)/linux" "build/initramfs-$flavour.cpio.gz" tests/harness/faulty/faulty.ko \
+    || abort "initramfs"; took "initramfs ($flavour)"
+  if [ "$flavour" = release ]; then
+    begin "harness self-test"
+    tests/harness/test-harness.sh 2>&1 | tee build/logs/harness.log
+    add_line "$(grep -E '^harness: ' build/logs/harness.log | tail -n1)"
+    took "harness self-test"
+  fi
+  begin "guest suites ($flavour)"
+  FERROFS_SUITES="$(grep -vE '^\s*(#|$)' "$suites_file" | awk '{print $1}' | tr '\n' ' ')" \
+    tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
+  add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)"
+  took "guest suites ($flavour)"
+}
 
-begin "harness self-test"
-out="$(tests/harness/test-harness.sh)"; echo "$out"
-line="$(grep -E '^harness: ' <<<"$out" | tail -n1)"
-[ -n "$line" ] || line="harness: 0 passed, 1 failed"
-passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{print $4}' <<<"$line")))
-took "harness self-test"
-
-begin "guest suites"
-tests/run-guest-suites.sh 2>&1 | tee build/logs/guest-suites.log
-line="$(grep -E '^guest: ' build/logs/guest-suites.log | tail -n1)"
-[ -n "$line" ] || line="guest: 0 passed, 1 failed"
-passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{print $4}' <<<"$line")))
-took "guest suites"
+if [ "${FERROFS_KFLAVOUR:-release}" = debug ]; then
+  run_flavour debug tests/vm/SUITES
+else
+  run_flavour release tests/vm/SUITES
+  [ "${FERROFS_DEBUG:-0}" = 0 ] || run_flavour debug tests/vm/SUITES.debug
+fi
 
 echo
 echo "make test: total $(( $(date +%s) - t0 ))s"
