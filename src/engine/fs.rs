@@ -97,6 +97,11 @@ pub struct Engine<P: Platform, F: Flash> {
     /// Segments holding the segment table of the newest checkpoint: never freed before the
     /// next checkpoint.
     pinned: P::Vec<u32>,
+    /// Records dropped by the last mount's roll-forward because their inode had no inode
+    /// record (data written out before the creation reached the medium).
+    dropped: u64,
+    /// Roll-forward: the last inode found to exist (0 = none), reset by every DELETE.
+    replay_ok_ino: u64,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -206,6 +211,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             opts: MountOptions::default(),
             in_checkpoint: false,
             pinned: P::Vec::new(),
+            dropped: 0,
+            replay_ok_ino: 0,
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -304,6 +311,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             opts,
             in_checkpoint: false,
             pinned: P::Vec::new(),
+            dropped: 0,
+            replay_ok_ino: 0,
         };
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
@@ -640,7 +649,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             for (h, loc) in group.as_slice() {
                 self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
-                self.apply(h, *loc)?;
+                // a group that creates an inode may write its records before the inode record
+                // (a symlink's target)
+                let created = group.as_slice().iter().any(|(g, _)| g.rtype == rtype::INODE && g.key.ino == h.key.ino);
+                self.apply(h, *loc, created)?;
                 count = count.saturating_add(1);
             }
         }
@@ -648,11 +660,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Apply one replayed record to the index.
-    fn apply(&mut self, h: &RecHdr, loc: Loc) -> Result<()> {
+    fn apply(&mut self, h: &RecHdr, loc: Loc, created: bool) -> Result<()> {
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
                 if h.rtype == rtype::INODE {
                     self.next_ino = self.next_ino.max(h.key.ino.saturating_add(1));
+                } else if h.key.ino != 0 && h.key.ino != self.replay_ok_ino && !created {
+                    // A record of an inode without an inode record: its creation did not reach
+                    // the medium (the hot head is written out before the metadata head). Never
+                    // index it: drop it (its space stays dead) and count it.
+                    if self.idx_get(&Key::new(h.key.ino, kind::INODE, 0))?.is_none() {
+                        self.dropped = self.dropped.saturating_add(1);
+                        return Ok(());
+                    }
+                    self.replay_ok_ino = h.key.ino;
                 }
                 self.idx_set(h.key, loc)
             }
@@ -665,6 +686,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 });
                 self.buf = tmp;
                 let (a, b) = range?;
+                self.replay_ok_ino = 0;
                 self.idx_del_range(a, b)
             }
             _ => Ok(()),
@@ -1309,6 +1331,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// log, so a caller can tell whether a periodic checkpoint has anything to commit.
     pub fn log_seq(&self) -> u64 {
         self.log.next_seq
+    }
+
+    /// Records the last mount's roll-forward dropped because their inode had no inode record
+    /// (file data that reached the medium while the file's creation did not).
+    pub fn dropped_records(&self) -> u64 {
+        self.dropped
     }
 
     /// Statistics counters.
