@@ -99,7 +99,7 @@ def main():
     o.append(f"# ferrofs benchmark rig: {cfg.get('profile', '?')} profile\n")
     o.append(f"Run of {cfg.get('started_utc', '?')} on commit `{cfg.get('commit', '?')[:10]}` ({cfg.get('commit_subject', '')}), "
              f"{cfg.get('kernel_flavour', '?')} kernel {cfg.get('kernel_release', '?')}, QEMU {cfg.get('accel', '?')}, "
-             f"guest {cfg.get('guest_memory_mib', '?')} MiB / {cfg.get('guest_cpus', '?')} CPUs, host load at start {cfg.get('host_load_at_start', '?')}. "
+             f"guest {cfg.get('guest_memory_mib', '?')} MiB / {cfg.get('cpus', '?')} CPU(s) (QEMU -smp 2; the test kernel runs one), host load at start {cfg.get('host_load_at_start', '?')}. "
              f"Emulated NAND: nandsim 256 MiB chip, 2 KiB pages, 128 KiB erase blocks, "
              f"filesystems on mtd of {int(cfg.get('mtd_size', '0')) >> 20} MiB; timing on "
              f"(access_delay={cfg.get('access_delay', '?')} µs, programm_delay={cfg.get('programm_delay', '?')} µs, "
