@@ -661,10 +661,10 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full run: 128 MiB device, warm-up 3x, measurement 1x the device; 10 s of writing for the mount test.
+    /// The full run: 64 MiB device, warm-up 3x, measurement 1x the device; 10 s of writing on 128 MiB for the mount test.
     pub fn full(seed: u64) -> Self {
         Plan {
-            wa_device_mib: 128,
+            wa_device_mib: 64,
             fills: vec![0.5, 0.8, 0.95],
             patterns: vec![Pattern::Uniform, Pattern::Skewed8020],
             warmup: 3.0,

@@ -20,7 +20,7 @@ struct Cli {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Device size of the write-amplification runs in MiB (default 128, 32 with --quick).
+    /// Device size of the write-amplification runs in MiB (default 64, 32 with --quick).
     #[arg(long)]
     device_mib: Option<u32>,
     /// Fill levels in percent, comma separated.
