@@ -30,8 +30,10 @@ pub const NAME_MAX: usize = 255;
 pub const SYMLINK_MAX: usize = 4095;
 /// Maximum xattr name length.
 pub const XATTR_NAME_MAX: usize = 255;
-/// Maximum xattr value length.
-pub const XATTR_VALUE_MAX: usize = 3072;
+/// Maximum xattr value length (Linux's XATTR_SIZE_MAX). A value is one XATTR record, which must
+/// fit in a segment: on segments smaller than about 66 KiB the limit is lower, see
+/// `Engine::xattr_value_max`.
+pub const XATTR_VALUE_MAX: usize = 65536;
 /// Maximum file size.
 pub const MAX_FILE_SIZE: u64 = 1 << 44;
 

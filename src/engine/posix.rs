@@ -7,7 +7,7 @@ use crate::engine::flash::Flash;
 use crate::engine::format::{
     kind, name_hash, rtype, FileType, Inode, Key, Timespec, BLOCK_SIZE, FLAG_CONT, HEAD_HOT,
     HEAD_META, MAX_FILE_SIZE, NAME_MAX, S_IFDIR, S_IFLNK, S_IFMT, SYMLINK_MAX, XATTR_NAME_MAX,
-    XATTR_VALUE_MAX,
+    XATTR_VALUE_MAX, REC_HDR,
 };
 use crate::engine::fs::{Engine, RESERVE_DELETE, RESERVE_SEGS, ROOT_INO};
 use crate::engine::platform::{FallibleVec, Platform};
@@ -808,12 +808,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(v.len())
     }
 
+    /// Largest xattr value this filesystem holds: `XATTR_VALUE_MAX` (64 KiB), or less when an
+    /// XATTR record with a 255-byte name and that value would not fit in one segment (records
+    /// never span segments; the log needs room for the segment header, padding and a write
+    /// unit: 16 KiB segments with 512-byte units hold 15 472 bytes).
+    pub fn xattr_value_max(&self) -> usize {
+        let seg = self.sb.segment_size as usize;
+        let overhead = 3 * REC_HDR + self.sb.write_unit as usize + 1 + XATTR_NAME_MAX;
+        seg.saturating_sub(overhead).min(XATTR_VALUE_MAX)
+    }
+
     /// Set xattr `name` of `ino` (flags: `XATTR_CREATE`, `XATTR_REPLACE`).
     pub fn setxattr(&mut self, ino: u64, name: &[u8], value: &[u8], flags: u32, now: Timespec) -> Result<()> {
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return Err(Error::Range);
         }
-        if value.len() > XATTR_VALUE_MAX {
+        if value.len() > self.xattr_value_max() {
             return Err(Error::Range);
         }
         self.begin_mutation(RESERVE_SEGS)?;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use ferrofs_engine::format::{
     BLOCK_SIZE, NAME_MAX, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK, SYMLINK_MAX,
-    XATTR_NAME_MAX, XATTR_VALUE_MAX,
+    XATTR_NAME_MAX,
 };
 use ferrofs_engine::{CreateArgs, Error, SetAttr, Timespec, ROOT_INO};
 
@@ -303,11 +303,12 @@ impl Copier<'_> {
                 return Ok(());
             }
         };
+        let max = self.fs.xattr_value_max();
         for (name, value) in list {
-            if name.len() > XATTR_NAME_MAX || value.len() > XATTR_VALUE_MAX {
+            if name.len() > XATTR_NAME_MAX || value.len() > max {
                 self.stats.xattrs_skipped += 1;
                 self.warnings.push(format!(
-                    "{}: extended attribute {} skipped: value of {} bytes (ferrofs holds at most {XATTR_VALUE_MAX})",
+                    "{}: extended attribute {} skipped: value of {} bytes (ferrofs holds at most {max} with this segment size)",
                     path.display(),
                     crate::util::show_name(&name),
                     value.len()
