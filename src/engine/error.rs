@@ -45,6 +45,8 @@ pub enum Error {
     BadFormat,
     /// Simulated power cut reported by a test flash; nothing is written after it (EIO).
     PowerCut,
+    /// No such address (ENXIO): `seek_data`/`seek_hole` at or past the end of the file.
+    NoSuchAddress,
 }
 
 impl Error {
@@ -71,6 +73,7 @@ impl Error {
             Error::NotSupported => 95,
             Error::BadFormat => 22,
             Error::PowerCut => 5,
+            Error::NoSuchAddress => 6,
         }
     }
 }

@@ -1333,6 +1333,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.next_seq
     }
 
+    /// The volume serial (mkfs's random serial), e.g. for statfs `f_fsid`.
+    pub fn serial(&self) -> u64 {
+        self.sb.serial
+    }
+
     /// Records the last mount's roll-forward dropped because their inode had no inode record
     /// (file data that reached the medium while the file's creation did not).
     pub fn dropped_records(&self) -> u64 {

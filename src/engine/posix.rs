@@ -583,6 +583,53 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(n)
     }
 
+    /// SEEK_DATA: the first offset >= `off` inside a data block of file `ino` (4 KiB blocks, the
+    /// index's granularity: a block that has a data record is data, even if it holds zeros).
+    /// `Ok(None)` when there is no data at or after `off` before EOF, and for `off` at or past
+    /// EOF (the caller answers ENXIO).
+    pub fn seek_data(&mut self, ino: u64, off: u64) -> Result<Option<u64>> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if off >= i.size {
+            return Ok(None);
+        }
+        match self.idx_next(&Key::new(ino, kind::DATA, off / BS))? {
+            Some((k, _)) if k.ino == ino && k.kind == kind::DATA => {
+                let at = k.key.saturating_mul(BS).max(off);
+                Ok(if at < i.size { Some(at) } else { None })
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// SEEK_HOLE: the first offset >= `off` inside a hole of file `ino` (a 4 KiB block without
+    /// a data record), or EOF, which always counts as a hole. `Err(NoSuchAddress)` (ENXIO) for
+    /// `off` at or past EOF.
+    pub fn seek_hole(&mut self, ino: u64, off: u64) -> Result<u64> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if off >= i.size {
+            return Err(Error::NoSuchAddress);
+        }
+        let mut blk = off / BS;
+        loop {
+            let start = blk.saturating_mul(BS);
+            if start >= i.size {
+                return Ok(i.size);
+            }
+            match self.idx_next(&Key::new(ino, kind::DATA, blk))? {
+                Some((k, _)) if k.ino == ino && k.kind == kind::DATA && k.key == blk => {
+                    blk = blk.saturating_add(1);
+                }
+                _ => return Ok(start.max(off)),
+            }
+        }
+    }
+
     /// Cut the file's data at byte `at`: drop blocks past it and zero the tail of the block
     /// containing it. Records go to the metadata head with `flags` on the last one.
     fn cut_data(&mut self, ino: u64, at: u64, flags: u8) -> Result<()> {

@@ -150,6 +150,7 @@ pub fn errno_name(e: Error) -> &'static str {
         Error::NotPermitted => "EPERM",
         Error::NotSupported => "EOPNOTSUPP",
         Error::BadFormat => "not a ferrofs filesystem or incompatible format",
+        Error::NoSuchAddress => "ENXIO",
         Error::PowerCut => "EIO (power cut)",
     }
 }
