@@ -3,9 +3,9 @@
 # and F2FS and ext4 on mtdblock (the cheap-FTL case), on the same emulated NAND with SLC timings.
 #
 # Usage: tests/bench/run-bench.sh [--quick|--full|--tiny] [--targets "raw jffs2 ..."] [--out DIR]
-#   --quick   (default; `make bench`) a few minutes: 128 MiB partition, few block sizes, short phases
-#   --full    (`make bench-full`) the published numbers: whole 256 MiB chip, every block size, fills
-#             to 50/80/90 %, 100 000-write latency, 120 s GC run (under an hour)
+#   --quick   (default; `make bench`) about 10 minutes: 64 MiB partition, few block sizes, short phases
+#   --full    (`make bench-full`) the published numbers: 128 MiB partition, every block size, fills
+#             to 50/80/90 %, 100 000-write latency, 60 s GC run (about an hour)
 #   --tiny    seconds per target: a smoke run of the rig itself (results in bench/results/tmp/)
 #   --targets the targets to run (default: raw jffs2 ubifs f2fs ext4 ferrofs)
 #   --out     results folder (default bench/results/<UTC date>-<commit>-<profile>/)
