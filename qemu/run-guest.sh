@@ -107,7 +107,7 @@ fail() {
 # Only kernel lines (they carry a printk timestamp) are scanned, so test output cannot trip it.
 klines="$(grep -aE '^\[ *[0-9]+\.[0-9]+\]' "$log" || true)"
 scan="$(printf '%s\n' "$klines" | grep -aE \
-  'Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN|KFENCE|UBSAN|general protection fault|possible (recursive|circular) locking|lockdep|list_(add|del) corruption|Call Trace:|stack-protector|hung_task|soft lockup' || true)"
+  'Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup' || true)"
 # ferrofs errors, minus those between expect markers.
 ferr="$(printf '%s\n' "$klines" | awk '
   /FERROFS-EXPECT-ERRORS-BEGIN/ {skip=1; next}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
-#   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> [harness self-test]
+#   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
 #      -> guest suites
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
 # DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug when FERROFS_DEBUG=1.
@@ -49,12 +49,10 @@ run_flavour() {
   begin "initramfs ($flavour)"
   qemu/mkinitramfs.sh "$(kernel_dir)/linux" "build/initramfs-$flavour.cpio.gz" tests/harness/faulty/faulty.ko \
     || abort "initramfs"; took "initramfs ($flavour)"
-  if [ "$flavour" = release ]; then
-    begin "harness self-test"
-    tests/harness/test-harness.sh 2>&1 | tee build/logs/harness.log
-    add_line "$(grep -E '^harness: ' build/logs/harness.log | tail -n1)"
-    took "harness self-test"
-  fi
+  begin "harness self-test ($flavour)"
+  tests/harness/test-harness.sh 2>&1 | tee "build/logs/harness-$flavour.log"
+  add_line "$(grep -E '^harness: ' "build/logs/harness-$flavour.log" | tail -n1)"
+  took "harness self-test ($flavour)"
   begin "guest suites ($flavour)"
   FERROFS_SUITES="$(grep -vE '^\s*(#|$)' "$suites_file" | awk '{print $1}' | tr '\n' ' ')" \
     tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
