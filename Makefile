@@ -54,3 +54,9 @@ bench: initramfs
 
 bench-full: initramfs
 	tests/bench/run-bench.sh --full
+
+# Crash-point enumeration over every workload with every cut point, torn and not
+# (userspace-tools/engine-tests/tests/crash_enum.rs; `cargo test` runs every workload with a subset).
+.PHONY: crash-full
+crash-full:
+	cd userspace-tools && FERROFS_CRASH_FULL=1 cargo test --release -p ferrofs-engine-tests --test crash_enum -- --nocapture

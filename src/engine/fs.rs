@@ -97,8 +97,8 @@ pub struct Engine<P: Platform, F: Flash> {
     /// Segments holding the segment table of the newest checkpoint: never freed before the
     /// next checkpoint.
     pinned: P::Vec<u32>,
-    /// Records dropped by the last mount's roll-forward because their inode had no inode
-    /// record (data written out before the creation reached the medium).
+    /// Records the last mount's roll-forward dropped: after a gap in the sequence numbers, of an
+    /// incomplete group, or of an inode without an inode record.
     dropped: u64,
     /// Roll-forward: the last inode found to exist (0 = none), reset by every DELETE.
     replay_ok_ino: u64,
@@ -527,7 +527,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         // 3. roll forward
         self.tree.set_replay(true);
-        let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq)?;
+        let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq, cp.next_seq)?;
         self.tree.set_replay(false);
         self.log.stats.replayed = replayed;
         if self.opts.read_only {
@@ -587,9 +587,6 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             match r? {
                 Some((h, loc)) => {
                     st.off = loc.off.saturating_add(loc.len);
-                    if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX || h.rtype == rtype::SEGTAB {
-                        continue;
-                    }
                     if h.seq < min_seq {
                         // stale data from before the checkpoint: the stream ends
                         st.done = true;
@@ -608,9 +605,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
-    fn replay(&mut self, streams: &mut [Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64) -> Result<u64> {
+    /// Roll forward: apply the records of every head in global sequence order, starting at the
+    /// checkpoint's `next_seq`, and stop at the first missing sequence number. Every record
+    /// (padding, segment headers, index nodes and segment-table chunks included) takes one
+    /// sequence number, so a gap is a record that never reached the medium (a head buffer lost
+    /// in the crash) and everything after it belongs to later operations: applying it would
+    /// recover a state no prefix of the operations produced (e.g. file data written out by the
+    /// hot head while the metadata of earlier operations was still in the meta head's buffer).
+    /// Groups (`CONT`) are applied only once their last record arrived.
+    fn replay(&mut self, streams: &mut [Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, first_seq: u64) -> Result<u64> {
         let mut count = 0u64;
+        let mut expected = first_seq;
         let mut group: P::Vec<(RecHdr, Loc)> = P::Vec::new();
+        let mut group_stream = usize::MAX;
+        let mut gap = false;
         loop {
             for st in streams.iter_mut() {
                 self.stream_peek(st, chains, min_seq)?;
@@ -623,39 +631,62 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
             }
-            let (i, _) = match best {
+            let (i, seq) = match best {
                 Some(b) => b,
                 None => break,
             };
+            if seq != expected {
+                gap = true;
+                break;
+            }
             let st = streams.get_mut(i).ok_or(Error::Corrupt)?;
             let (h, loc) = st.peeked.take().ok_or(Error::Corrupt)?;
-            group.clear();
-            group.try_push((h, loc))?;
-            let mut complete = h.flags & FLAG_CONT == 0;
-            while !complete {
-                self.stream_peek(st, chains, min_seq)?;
-                match st.peeked.take() {
-                    Some((h2, l2)) => {
-                        complete = h2.flags & FLAG_CONT == 0;
-                        group.try_push((h2, l2))?;
-                    }
-                    None => break,
-                }
+            expected = expected.saturating_add(1);
+            self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
+            if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX || h.rtype == rtype::SEGTAB {
+                continue;
             }
-            if !complete {
-                // a torn atomic operation: drop it and stop this stream
-                st.done = true;
+            if !group.is_empty() && group_stream != i {
+                // Groups are written by one operation to the meta head, so only padding and
+                // segment headers of other heads interleave; anything else stands alone.
+                self.apply(&h, loc, false)?;
+                count = count.saturating_add(1);
+                continue;
+            }
+            group.try_push((h, loc))?;
+            group_stream = i;
+            if h.flags & FLAG_CONT != 0 {
                 continue;
             }
             for (h, loc) in group.as_slice() {
-                self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
                 // a group that creates an inode may write its records before the inode record
                 // (a symlink's target)
                 let created = group.as_slice().iter().any(|(g, _)| g.rtype == rtype::INODE && g.key.ino == h.key.ino);
                 self.apply(h, *loc, created)?;
                 count = count.saturating_add(1);
             }
+            group.clear();
         }
+        // an incomplete group and everything after a gap are dropped; keep the sequence
+        // numbers of what is on the medium unused
+        let mut dropped = group.len() as u64;
+        if gap {
+            for st in streams.iter_mut() {
+                loop {
+                    self.stream_peek(st, chains, min_seq)?;
+                    match st.peeked.take() {
+                        Some((h, _)) => {
+                            self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
+                            if !matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB) {
+                                dropped = dropped.saturating_add(1);
+                            }
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+        self.dropped = self.dropped.saturating_add(dropped);
         Ok(count)
     }
 
@@ -1338,8 +1369,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.sb.serial
     }
 
-    /// Records the last mount's roll-forward dropped because their inode had no inode record
-    /// (file data that reached the medium while the file's creation did not).
+    /// Records the last mount's roll-forward dropped: records after the first missing sequence
+    /// number (a head buffer lost in the crash: later records would not give a state any prefix
+    /// of the operations produced), of an incomplete atomic group, or of an inode without an
+    /// inode record.
     pub fn dropped_records(&self) -> u64 {
         self.dropped
     }

@@ -34,6 +34,9 @@ pub struct RamFlash {
     pub programmed: u64,
     /// Number of write operations.
     pub writes: u64,
+    /// A cut during a write tears it (some whole units, then half a unit, reach the medium);
+    /// when false, the interrupted write leaves nothing.
+    pub tear: bool,
 }
 
 impl RamFlash {
@@ -58,6 +61,7 @@ impl RamFlash {
             fail_erase: Vec::new(),
             programmed: 0,
             writes: 0,
+            tear: true,
         }
     }
 
@@ -147,6 +151,9 @@ impl Flash for RamFlash {
             return Err(FlashError::InvalidRequest);
         }
         let cut = self.tick()?;
+        if cut && !self.tear {
+            return Err(FlashError::PowerCut);
+        }
         if cut {
             // torn write: some whole units then a half-programmed one
             let units = buf.len() / wu as usize;
@@ -607,7 +614,7 @@ pub mod crashload {
             let mut b = vec![0u8; i.size as usize];
             fs.read(ino, 0, &mut b).unwrap();
             s.insert(path.clone(), b);
-            let mut x = vec![0u8; 4096];
+            let mut x = vec![0u8; ferrofs_engine::format::XATTR_VALUE_MAX];
             match fs.getxattr(ino, b"user.x", &mut x) {
                 Ok(k) => {
                     s.insert(format!("{path}@x"), x[..k].to_vec());

@@ -1,0 +1,567 @@
+//! Crash-point enumeration over many short workloads.
+//!
+//! For each workload (a short sequence of operations with fsync/sync among them: creates,
+//! writes, overwrites, truncates, renames incl. RENAME_EXCHANGE, hard links, unlinks of open
+//! files, xattrs, mkdir/rmdir), power is cut after every device operation in turn, once with the
+//! interrupted write dropped and once with it torn (whole units, then half a unit); the medium is
+//! remounted, the engine's fsck must find nothing, every file fsync'd since the last sync must be
+//! intact, and the visible tree must equal a state the workload passed through since the last
+//! completed sync (an interrupted write may leave each byte old or new).
+//!
+//! `cargo test` checks every workload with a subset of the cut points (every
+//! `FERROFS_CRASH_STRIDE`-th, default 2, at a per-workload offset, both tear modes);
+//! `make crash-full` (`FERROFS_CRASH_FULL=1 cargo test --release --test crash_enum`) checks all.
+
+use std::collections::BTreeMap;
+
+use ferrofs_engine::format::S_IFREG;
+use ferrofs_engine::{CreateArgs, Error, MountOptions, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine_tests::crashload::{diff, read_state, State};
+use ferrofs_engine_tests::*;
+
+/// Number of distinct workloads.
+const WORKLOADS: u64 = 64;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create(String),
+    Write(String, u64, usize, u8),
+    Truncate(String, u64),
+    Rename(String, String),
+    Exchange(String, String),
+    Link(String, String),
+    Unlink(String),
+    /// Unlink while the file is open: it stays an orphan, still written to, until `Close`.
+    UnlinkOpen(String),
+    WriteOpen(u64, usize, u8),
+    Close,
+    SetXattr(String, u8, usize),
+    RemoveXattr(String),
+    Mkdir(String),
+    Rmdir(String),
+    Fsync(String),
+    Sync,
+}
+
+/// The model: path -> file id; file id -> (content, xattr); directories.
+#[derive(Clone, Debug, Default)]
+struct Model {
+    paths: BTreeMap<String, u32>,
+    files: BTreeMap<u32, (Vec<u8>, Option<Vec<u8>>)>,
+    dirs: BTreeMap<String, ()>,
+    open: Option<u32>,
+    next: u32,
+}
+
+impl Model {
+    fn state(&self) -> State {
+        let mut s = State::new();
+        for (p, id) in &self.paths {
+            let (c, x) = &self.files[id];
+            s.insert(p.clone(), c.clone());
+            if let Some(x) = x {
+                s.insert(format!("{p}@x"), x.clone());
+            }
+        }
+        for d in self.dirs.keys() {
+            s.insert(format!("{d}/"), Vec::new());
+        }
+        s
+    }
+
+    fn gc_file(&mut self, id: u32) {
+        if !self.paths.values().any(|v| *v == id) && self.open != Some(id) {
+            self.files.remove(&id);
+        }
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Create(n) => {
+                self.next += 1;
+                self.files.insert(self.next, (Vec::new(), None));
+                self.paths.insert(n.clone(), self.next);
+            }
+            Op::Write(n, off, len, b) => write_model(&mut self.files.get_mut(&self.paths[n]).unwrap().0, *off, *len, *b),
+            Op::WriteOpen(off, len, b) => {
+                let id = self.open.unwrap();
+                write_model(&mut self.files.get_mut(&id).unwrap().0, *off, *len, *b)
+            }
+            Op::Truncate(n, sz) => self.files.get_mut(&self.paths[n]).unwrap().0.resize(*sz as usize, 0),
+            Op::Rename(a, b) => {
+                let id = self.paths.remove(a).unwrap();
+                if let Some(old) = self.paths.insert(b.clone(), id) {
+                    self.gc_file(old);
+                }
+            }
+            Op::Exchange(a, b) => {
+                let (x, y) = (self.paths[a], self.paths[b]);
+                self.paths.insert(a.clone(), y);
+                self.paths.insert(b.clone(), x);
+            }
+            Op::Link(a, b) => {
+                let id = self.paths[a];
+                self.paths.insert(b.clone(), id);
+            }
+            Op::Unlink(n) => {
+                let id = self.paths.remove(n).unwrap();
+                self.gc_file(id);
+            }
+            Op::UnlinkOpen(n) => {
+                let id = self.paths.remove(n).unwrap();
+                self.open = Some(id);
+            }
+            Op::Close => {
+                let id = self.open.take().unwrap();
+                self.gc_file(id);
+            }
+            Op::SetXattr(n, b, len) => self.files.get_mut(&self.paths[n]).unwrap().1 = Some(vec![*b; *len]),
+            Op::RemoveXattr(n) => self.files.get_mut(&self.paths[n]).unwrap().1 = None,
+            Op::Mkdir(d) => {
+                self.dirs.insert(d.clone(), ());
+            }
+            Op::Rmdir(d) => {
+                self.dirs.remove(d);
+            }
+            Op::Fsync(_) | Op::Sync => {}
+        }
+    }
+
+    fn file_paths(&self) -> Vec<String> {
+        self.paths.keys().cloned().collect()
+    }
+
+    fn taken(&self, p: &str) -> bool {
+        self.paths.contains_key(p) || self.dirs.contains_key(p)
+    }
+
+    fn dir_empty(&self, d: &str) -> bool {
+        let pre = format!("{d}/");
+        !self.paths.keys().any(|k| k.starts_with(&pre))
+    }
+}
+
+fn write_model(c: &mut Vec<u8>, off: u64, len: usize, b: u8) {
+    let end = off as usize + len;
+    if c.len() < end {
+        c.resize(end, 0);
+    }
+    c[off as usize..end].fill(b);
+}
+
+fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
+    if v.is_empty() {
+        None
+    } else {
+        Some(v[rng.below(v.len() as u64) as usize].clone())
+    }
+}
+
+fn new_path(rng: &mut Rng, m: &Model, i: usize, prefix: &str) -> String {
+    let d: Vec<String> = m.dirs.keys().cloned().collect();
+    match pick(rng, &d) {
+        Some(d) if rng.below(2) == 0 => format!("{d}/{prefix}{i}"),
+        _ => format!("{prefix}{i}"),
+    }
+}
+
+/// Workload `w`: a theme (which operations dominate) and 8..13 operations, with fsync/sync
+/// among them. Themes rotate so that every kind of operation appears in many workloads.
+fn workload(w: u64) -> Vec<Op> {
+    let mut rng = Rng::new(0xC0FFEE ^ w.wrapping_mul(0x9E37_79B9));
+    let theme = w % 6;
+    let mut m = Model::default();
+    let mut ops = Vec::new();
+    let n = 10 + rng.below(10) as usize;
+    let mut i = 0usize;
+    let mut guard = 0;
+    while ops.len() < n && guard < 500 {
+        guard += 1;
+        i += 1;
+        let fs_ = m.file_paths();
+        let r = rng.below(100);
+        // theme bias: shift the dice towards one group of operations
+        let r = match theme {
+            0 => r / 2,                  // creates and writes
+            1 => 40 + r * 30 / 100,      // truncates, renames, exchanges
+            2 => 55 + r * 25 / 100,      // links, unlinks, open unlinks
+            3 => 70 + r * 18 / 100,      // xattrs and directories
+            _ => r,                      // mixed
+        };
+        let op = if fs_.len() < 2 || r < 12 {
+            let p = new_path(&mut rng, &m, i, "f");
+            if m.taken(&p) {
+                continue;
+            }
+            Op::Create(p)
+        } else if r < 34 {
+            let f = pick(&mut rng, &fs_).unwrap();
+            let off = rng.below(4) * 4096 + if rng.below(2) == 0 { 0 } else { rng.below(3000) };
+            let max = if rng.below(4) == 0 { 20_000 } else { 3000 };
+            let len = 1 + rng.below(max) as usize;
+            Op::Write(f, off, len, rng.below(250) as u8 + 1)
+        } else if r < 40 {
+            Op::Fsync(pick(&mut rng, &fs_).unwrap())
+        } else if r < 47 {
+            Op::Truncate(pick(&mut rng, &fs_).unwrap(), rng.below(14_000))
+        } else if r < 53 {
+            let a = pick(&mut rng, &fs_).unwrap();
+            let b = if rng.below(3) == 0 { pick(&mut rng, &fs_).unwrap() } else { new_path(&mut rng, &m, i, "r") };
+            if a == b || m.dirs.contains_key(&b) || m.paths.get(&a) == m.paths.get(&b) {
+                continue;
+            }
+            Op::Rename(a, b)
+        } else if r < 58 {
+            let a = pick(&mut rng, &fs_).unwrap();
+            let b = pick(&mut rng, &fs_).unwrap();
+            if a == b || m.paths[&a] == m.paths[&b] {
+                continue;
+            }
+            Op::Exchange(a, b)
+        } else if r < 64 {
+            let a = pick(&mut rng, &fs_).unwrap();
+            let b = new_path(&mut rng, &m, i, "h");
+            if m.taken(&b) {
+                continue;
+            }
+            Op::Link(a, b)
+        } else if r < 68 {
+            Op::Unlink(pick(&mut rng, &fs_).unwrap())
+        } else if r < 74 {
+            if m.open.is_some() {
+                if rng.below(3) != 0 {
+                    Op::WriteOpen(rng.below(3) * 4096, 1 + rng.below(5000) as usize, rng.below(250) as u8 + 1)
+                } else {
+                    Op::Close
+                }
+            } else {
+                Op::UnlinkOpen(pick(&mut rng, &fs_).unwrap())
+            }
+        } else if r < 79 {
+            let max = if rng.below(3) == 0 { 5000 } else { 200 };
+            Op::SetXattr(pick(&mut rng, &fs_).unwrap(), rng.below(250) as u8 + 1, 1 + rng.below(max) as usize)
+        } else if r < 82 {
+            let with: Vec<String> = fs_.iter().filter(|f| m.files[&m.paths[*f]].1.is_some()).cloned().collect();
+            match pick(&mut rng, &with) {
+                Some(f) => Op::RemoveXattr(f),
+                None => continue,
+            }
+        } else if r < 88 {
+            let d = format!("d{}", rng.below(2));
+            if m.dirs.contains_key(&d) {
+                if !m.dir_empty(&d) {
+                    continue;
+                }
+                Op::Rmdir(d)
+            } else if m.taken(&d) {
+                continue;
+            } else {
+                Op::Mkdir(d)
+            }
+        } else if r < 94 {
+            Op::Sync
+        } else {
+            Op::Fsync(pick(&mut rng, &fs_).unwrap())
+        };
+        m.apply(&op);
+        ops.push(op);
+        // fsync/sync among the operations: about one in three
+        if ops.len() < n && rng.below(3) == 0 {
+            let f = m.file_paths();
+            let s = if rng.below(3) == 0 || f.is_empty() { Op::Sync } else { Op::Fsync(pick(&mut rng, &f).unwrap()) };
+            ops.push(s);
+        }
+    }
+    if m.open.is_some() && rng.below(2) == 0 {
+        ops.push(Op::Close);
+    }
+    if !ops.iter().any(|o| matches!(o, Op::Sync | Op::Fsync(_))) {
+        ops.insert(ops.len() / 2, Op::Sync);
+    }
+    ops
+}
+
+fn resolve(fs: &mut Fs, path: &str) -> Result<(u64, String), Error> {
+    match path.split_once('/') {
+        Some((d, n)) => Ok((fs.lookup(ROOT_INO, d.as_bytes())?.ino, n.to_string())),
+        None => Ok((ROOT_INO, path.to_string())),
+    }
+}
+
+fn look(fs: &mut Fs, p: &str) -> Result<u64, Error> {
+    let (d, n) = resolve(fs, p)?;
+    Ok(fs.lookup(d, n.as_bytes())?.ino)
+}
+
+/// Run one operation; `open` is the inode of the unlinked-but-open file.
+fn run_op(fs: &mut Fs, op: &Op, open: &mut Option<u64>, t: i64) -> Result<(), Error> {
+    let now = ts(t);
+    match op {
+        Op::Create(p) => {
+            let (d, n) = resolve(fs, p)?;
+            fs.create(d, n.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, now)?;
+        }
+        Op::Write(p, off, len, b) => {
+            let ino = look(fs, p)?;
+            let k = fs.write(ino, *off, &vec![*b; *len], now)?;
+            assert_eq!(k, *len, "short write");
+        }
+        Op::WriteOpen(off, len, b) => {
+            let ino = open.expect("open file");
+            fs.write(ino, *off, &vec![*b; *len], now)?;
+        }
+        Op::Truncate(p, sz) => {
+            let ino = look(fs, p)?;
+            fs.setattr(ino, &SetAttr { size: Some(*sz), ..Default::default() }, now)?;
+        }
+        Op::Rename(a, b) => {
+            let victim = look(fs, b).ok();
+            let (da, na) = resolve(fs, a)?;
+            let (db, nb) = resolve(fs, b)?;
+            fs.rename(da, na.as_bytes(), db, nb.as_bytes(), 0, now)?;
+            if let Some(v) = victim {
+                if fs.getattr(v).map(|i| i.nlink == 0).unwrap_or(false) {
+                    fs.evict(v)?;
+                }
+            }
+        }
+        Op::Exchange(a, b) => {
+            let (da, na) = resolve(fs, a)?;
+            let (db, nb) = resolve(fs, b)?;
+            fs.rename(da, na.as_bytes(), db, nb.as_bytes(), RENAME_EXCHANGE, now)?;
+        }
+        Op::Link(a, b) => {
+            let ino = look(fs, a)?;
+            let (d, n) = resolve(fs, b)?;
+            fs.link(ino, d, n.as_bytes(), now)?;
+        }
+        Op::Unlink(p) => {
+            let ino = look(fs, p)?;
+            let (d, n) = resolve(fs, p)?;
+            fs.unlink(d, n.as_bytes(), now)?;
+            if fs.getattr(ino)?.nlink == 0 {
+                fs.evict(ino)?;
+            }
+        }
+        Op::UnlinkOpen(p) => {
+            let ino = look(fs, p)?;
+            let (d, n) = resolve(fs, p)?;
+            fs.unlink(d, n.as_bytes(), now)?;
+            *open = Some(ino);
+        }
+        Op::Close => {
+            let ino = open.take().expect("open file");
+            if fs.getattr(ino)?.nlink == 0 {
+                fs.evict(ino)?;
+            }
+        }
+        Op::SetXattr(p, b, len) => {
+            let ino = look(fs, p)?;
+            fs.setxattr(ino, b"user.x", &vec![*b; *len], 0, now)?;
+        }
+        Op::RemoveXattr(p) => {
+            let ino = look(fs, p)?;
+            fs.removexattr(ino, b"user.x", now)?;
+        }
+        Op::Mkdir(d) => {
+            fs.mkdir(ROOT_INO, d.as_bytes(), 0o755, 0, 0, now)?;
+        }
+        Op::Rmdir(d) => {
+            let ino = fs.lookup(ROOT_INO, d.as_bytes())?.ino;
+            fs.rmdir(ROOT_INO, d.as_bytes(), now)?;
+            fs.evict(ino)?;
+        }
+        Op::Fsync(p) => {
+            let ino = look(fs, p)?;
+            fs.fsync(ino)?;
+        }
+        Op::Sync => fs.sync()?,
+    }
+    Ok(())
+}
+
+fn opts() -> MountOptions {
+    MountOptions { cache_nodes: 24, ..Default::default() }
+}
+
+fn template() -> RamFlash {
+    let f = RamFlash::new_nand(32 * 1024, 40, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let g = fs.create(ROOT_INO, b"base", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
+    fs.write(g.ino, 0, &[0x5a; 6000], ts(1)).unwrap();
+    fs.unmount().map_err(|e| e.0).unwrap()
+}
+
+/// Run `ops` with a cut after `cut` device operations. Returns the medium, the number of
+/// completed operations and whether the cut happened.
+fn run_with_cut(tpl: &RamFlash, ops: &[Op], cut: Option<u64>, tear: bool) -> (RamFlash, usize, bool) {
+    let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+    fs.flash().cut_in = cut;
+    fs.flash().tear = tear;
+    let mut open = None;
+    let mut done = 0;
+    for (i, op) in ops.iter().enumerate() {
+        match run_op(&mut fs, op, &mut open, 10 + i as i64) {
+            Ok(()) => done += 1,
+            Err(e) => {
+                assert!(fs.flash().dead, "op {i} {op:?} failed without a power cut: {e:?}");
+                return (fs.into_flash(), done, true);
+            }
+        }
+    }
+    let dead = fs.flash().dead;
+    (fs.into_flash(), done, dead)
+}
+
+fn partial_write_ok(before: &State, after: &State, got: &State) -> bool {
+    if before.keys().ne(got.keys()) {
+        return false;
+    }
+    got.iter().all(|(k, g)| {
+        let (b, a) = (&before[k], &after[k]);
+        (g.len() == b.len() || g.len() == a.len())
+            && g.iter().enumerate().all(|(i, x)| *x == b.get(i).copied().unwrap_or(0) || *x == a.get(i).copied().unwrap_or(0))
+    })
+}
+
+/// Check the recovered state; returns a description of the failure.
+fn verify(states: &[State], ops: &[Op], done: usize, got: &State) -> Result<(), String> {
+    // the last completed sync: nothing before it may be lost
+    let lo = ops[..done].iter().rposition(|o| matches!(o, Op::Sync)).map_or(0, |p| p + 1);
+    let hi = (done + 1).min(states.len() - 1);
+    // a state after k operations, where the k-th may be a write that is partly on the medium
+    // (a write is atomic per 4 KiB block only: each byte old or new, the size old or new)
+    let matched: Vec<usize> = (lo..=hi)
+        .filter(|&k| {
+            states[k] == *got
+                || (k > 0 && matches!(ops[k - 1], Op::Write(..) | Op::WriteOpen(..)) && partial_write_ok(&states[k - 1], &states[k], got))
+        })
+        .collect();
+    if matched.is_empty() {
+        return Err(format!(
+            "state matches none of the states {lo}..={hi} (after the last sync); vs the state after {done} ops: {:?}",
+            diff(&states[done], got)
+        ));
+    }
+    // every file fsync'd since the last sync is intact (as of the fsync, or a later state)
+    for (j, op) in ops[..done].iter().enumerate().skip(lo) {
+        if let Op::Fsync(p) = op {
+            let ok = matched.iter().any(|&k| k > j) || (got.get(p) == states[j + 1].get(p) && got.get(&format!("{p}@x")) == states[j + 1].get(&format!("{p}@x")));
+            if !ok {
+                return Err(format!("{p}, fsync'd by op {j}, is not intact"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_cut(tpl: &RamFlash, ops: &[Op], states: &[State], cut: u64, tear: bool) -> Result<bool, String> {
+    let (mut f, done, was_cut) = run_with_cut(tpl, ops, Some(cut), tear);
+    if !was_cut {
+        return Ok(false);
+    }
+    f.power_on();
+    let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
+    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+    if r.problems != 0 {
+        return Err(format!("fsck: {r:?}"));
+    }
+    let got = read_state(&mut fs);
+    verify(states, ops, done, &got).map_err(|e| format!("after {done} ops: {e}"))?;
+    Ok(true)
+}
+
+fn enumerate(full: bool) {
+    let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
+    let tpl = template();
+    let base = {
+        let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        read_state(&mut fs)
+    };
+    let mut checked = 0u64;
+    let mut failures = Vec::new();
+    let mut kinds = BTreeMap::new();
+    for w in 0..WORKLOADS {
+        let ops = workload(w);
+        for o in &ops {
+            *kinds.entry(format!("{o:?}").split('(').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
+        }
+        // the model's states, from the template's visible state
+        let mut m = Model::default();
+        for (k, v) in &base {
+            m.next += 1;
+            m.files.insert(m.next, (v.clone(), None));
+            m.paths.insert(k.clone(), m.next);
+        }
+        let mut states = vec![m.state()];
+        for o in &ops {
+            m.apply(o);
+            states.push(m.state());
+        }
+        // the uninterrupted run reaches the final state
+        let (f, done, cut) = run_with_cut(&tpl, &ops, None, true);
+        assert!(!cut && done == ops.len());
+        {
+            // a crash right after the last operation
+            let mut fs = Fs::mount(f.clone(), opts()).map_err(|e| e.0).unwrap();
+            let got = read_state(&mut fs);
+            if let Err(e) = verify(&states, &ops, ops.len(), &got) {
+                panic!("workload {w}: crash after the last operation: {e}\n{ops:?}");
+            }
+        }
+        let total = f.writes + f.erases.iter().map(|&e| u64::from(e)).sum::<u64>() - tpl.writes - tpl.erases.iter().map(|&e| u64::from(e)).sum::<u64>();
+        {
+            let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+            let mut open = None;
+            for (i, o) in ops.iter().enumerate() {
+                run_op(&mut fs, o, &mut open, 10 + i as i64).unwrap();
+            }
+            let mut fs = Fs::mount(fs.unmount().map_err(|e| e.0).unwrap(), opts()).map_err(|e| e.0).unwrap();
+            let got = read_state(&mut fs);
+            let exp = states.last().unwrap();
+            assert!(got == *exp, "workload {w}: state after a clean unmount: {:?}\n{ops:?}", diff(exp, &got));
+        }
+        for tear in [false, true] {
+            let mut cut = if full { 0 } else { (w + u64::from(tear) * 3) % stride };
+            loop {
+                match check_cut(&tpl, &ops, &states, cut, tear) {
+                    Ok(true) => checked += 1,
+                    Ok(false) => break,
+                    Err(e) => {
+                        checked += 1;
+                        failures.push(format!("workload {w} cut {cut} tear {tear}: {e}\n  ops: {ops:?}"));
+                    }
+                }
+                cut += if full { 1 } else { stride };
+                assert!(cut < total + 1000, "workload {w}: the cut never happened");
+            }
+        }
+    }
+    println!("crash enumeration: {WORKLOADS} workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("crash enumeration: {WORKLOADS} workloads, {checked} cut points checked, {} failures; operations: {kinds:?}", failures.len());
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+#[test]
+fn crash_enumeration_every_workload() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    enumerate(full);
+}
+
+#[test]
+fn workloads_are_distinct_and_cover_every_operation() {
+    let all: Vec<String> = (0..WORKLOADS).map(|w| format!("{:?}", workload(w))).collect();
+    let mut d = all.clone();
+    d.sort();
+    d.dedup();
+    assert_eq!(d.len(), all.len(), "duplicate workloads");
+    for kind in ["Create", "Write", "Truncate", "Rename", "Exchange", "Link", "Unlink(", "UnlinkOpen", "WriteOpen", "Close", "SetXattr", "RemoveXattr", "Mkdir", "Rmdir", "Fsync", "Sync"] {
+        let n = all.iter().filter(|w| w.contains(kind)).count();
+        assert!(n >= 3, "{kind} appears in only {n} workloads");
+    }
+    assert!(all.iter().all(|w| w.contains("Fsync") || w.contains("Sync")), "a workload without fsync/sync");
+}
