@@ -102,9 +102,9 @@ void ferrofs_memalloc_nofs_restore(unsigned int flags) { memalloc_nofs_restore(f
 void ferrofs_seq_puts(struct seq_file *m, const char *s) { seq_puts(m, s); }
 
 /* statfs: struct kstatfs is opaque to Rust. */
-void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen)
+void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen, u64 fsid)
 { *b = (struct kstatfs){ .f_type = type, .f_bsize = bsize, .f_frsize = bsize, .f_blocks = blocks, .f_bfree = bfree,
-	.f_bavail = bfree, .f_files = files, .f_ffree = ffree, .f_namelen = namelen }; }
+	.f_bavail = bfree, .f_files = files, .f_ffree = ffree, .f_namelen = namelen, .f_fsid = u64_to_fsid(fsid) }; }
 
 /* debugfs statistics. */
 struct dentry *ferrofs_debugfs_dir(const char *name, struct dentry *parent) { return debugfs_create_dir(name, parent); }

@@ -83,7 +83,7 @@ void *ferrofs_alloc_inode_sb(struct super_block *sb, struct kmem_cache *cache);
 void ferrofs_folio_clear_uptodate(struct folio *folio);
 struct folio *ferrofs_readahead_folio(struct readahead_control *rac);
 struct inode *ferrofs_readahead_inode(struct readahead_control *rac);
-void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen);
+void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen, u64 fsid);
 void ferrofs_mapping_set_error(struct address_space *m, int err);
 int ferrofs_filemap_write_and_wait(struct address_space *m);
 

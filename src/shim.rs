@@ -80,7 +80,7 @@ extern "C" {
     pub(crate) fn ferrofs_folio_clear_uptodate(f: *mut folio);
     pub(crate) fn ferrofs_readahead_folio(rac: *mut readahead_control) -> *mut folio;
     pub(crate) fn ferrofs_readahead_inode(rac: *mut readahead_control) -> *mut inode;
-    pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32);
+    pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32, fsid: u64);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
     pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;
 }

@@ -348,7 +348,7 @@ static OPS: Ops = Ops {
         ..zeroed()
     }),
     file_fops: Table(bindings::file_operations {
-        llseek: Some(bindings::generic_file_llseek),
+        llseek: Some(file_llseek),
         read_iter: Some(bindings::generic_file_read_iter),
         write_iter: Some(bindings::generic_file_write_iter),
         mmap: Some(bindings::generic_file_mmap),
@@ -728,8 +728,10 @@ unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
 unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::kstatfs) -> c_int {
     // SAFETY: the VFS passes a valid dentry of a mounted ferrofs and a kstatfs to fill.
     unsafe {
-        let sb = (*dentry).d_sb;
-        let st = sbi(sb).lock().statfs();
+        let (st, serial) = {
+            let fs = sbi((*dentry).d_sb).lock();
+            (fs.statfs(), fs.serial())
+        };
         // Inodes are allocated from free space: as many more as there are free blocks.
         shim::ferrofs_kstatfs_fill(
             buf,
@@ -740,6 +742,7 @@ unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::k
             st.files.saturating_add(st.blocks_free),
             st.blocks_free,
             NAME_MAX as u32,
+            serial,
         );
     }
     0
@@ -1031,6 +1034,42 @@ unsafe extern "C" fn rename(
         }
         Ok(0)
     })
+}
+
+const SEEK_DATA: c_int = 3;
+const SEEK_HOLE: c_int = 4;
+
+/// Regular-file llseek: SEEK_DATA/SEEK_HOLE from the engine's index (4 KiB granularity; the
+/// end of the file is a hole), everything else generic.
+unsafe extern "C" fn file_llseek(file: *mut bindings::file, offset: bindings::loff_t, whence: c_int) -> bindings::loff_t {
+    if whence != SEEK_DATA && whence != SEEK_HOLE {
+        // SAFETY: VFS llseek contract.
+        return unsafe { bindings::generic_file_llseek(file, offset, whence) };
+    }
+    let res = (|| -> Result<i64> {
+        // SAFETY: VFS llseek contract: `file` is an open ferrofs regular file.
+        let inode = unsafe { shim::ferrofs_file_inode(file) };
+        // Stores through shared mappings must reach the engine's index first.
+        // SAFETY: `inode` is live.
+        to_result(unsafe { shim::ferrofs_filemap_write_and_wait((*inode).i_mapping) })?;
+        // SAFETY: `inode` is live.
+        let (isize, ino, info) = unsafe { (shim::ferrofs_i_size_read(inode), (*inode).i_ino as u64, isbi(inode)) };
+        if offset < 0 || offset >= isize {
+            return Err(ENXIO);
+        }
+        let mut fs = info.lock();
+        let pos = if whence == SEEK_DATA {
+            fs.seek_data(ino, offset as u64).map_err(kerr)?.ok_or(ENXIO)?
+        } else {
+            fs.seek_hole(ino, offset as u64).map_err(kerr)?
+        };
+        Ok((pos.min(isize as u64) as i64).max(offset))
+    })();
+    match res {
+        // SAFETY: `file` is open; `vfs_setpos` checks the bound and updates f_pos.
+        Ok(pos) => unsafe { bindings::vfs_setpos(file, pos, MAX_FILE_SIZE as i64) },
+        Err(e) => e.to_errno() as i64,
+    }
 }
 
 /// Directory llseek: cookies are opaque 63-bit values.

@@ -124,9 +124,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Check the whole filesystem: segment usage, every indexed record, ownership, link counts,
     /// directory sizes and parents, orphans. Reads only.
     pub fn fsck(&mut self) -> Result<FsckReport> {
+        self.fsck_each(&mut |_| {})
+    }
+
+    /// [`Engine::fsck`], calling `each` with every problem found (the report keeps the first
+    /// and the count), so that a tool can list them all without the engine allocating.
+    pub fn fsck_each(&mut self, each: &mut dyn FnMut(&FsckProblem)) -> Result<FsckReport> {
         let mut rep = FsckReport::default();
+        macro_rules! problem {
+            ($p:expr) => {{
+                let p = $p;
+                each(&p);
+                rep.problem(p);
+            }};
+        }
         if let Some((seg, table, computed)) = self.check()? {
-            rep.problem(FsckProblem::SegmentUsage { seg, table, computed });
+            problem!(FsckProblem::SegmentUsage { seg, table, computed });
         }
         let mut inodes: P::Vec<Ino> = P::Vec::new();
         let mut refs: P::Vec<Ref> = P::Vec::new();
@@ -143,7 +156,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             match self.read_key(&key) {
                 Ok(Some(_)) => {}
                 Ok(None) | Err(Error::Corrupt) => {
-                    rep.problem(FsckProblem::BadRecord(key));
+                    problem!(FsckProblem::BadRecord(key));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -172,12 +185,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                             orphan: false,
                         })?;
                     }
-                    _ => rep.problem(FsckProblem::BadRecord(key)),
+                    _ => problem!(FsckProblem::BadRecord(key)),
                 },
                 kind::DENT => {
                     rep.entries = rep.entries.saturating_add(1);
                     if !owner_ok {
-                        rep.problem(FsckProblem::NoOwner(key));
+                        problem!(FsckProblem::NoOwner(key));
                         continue;
                     }
                     let mut r = Reader::new(self.payload());
@@ -195,16 +208,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 kind::DATA => {
                     rep.data_blocks = rep.data_blocks.saturating_add(1);
                     if !owner_ok {
-                        rep.problem(FsckProblem::NoOwner(key));
+                        problem!(FsckProblem::NoOwner(key));
                     }
                 }
                 kind::XATTR => {
                     rep.xattrs = rep.xattrs.saturating_add(1);
                     if !owner_ok {
-                        rep.problem(FsckProblem::NoOwner(key));
+                        problem!(FsckProblem::NoOwner(key));
                     }
                 }
-                _ => rep.problem(FsckProblem::BadRecord(key)),
+                _ => problem!(FsckProblem::BadRecord(key)),
             }
         }
         // orphans
@@ -214,11 +227,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     if let Some(i) = inodes.as_mut_slice().get_mut(idx) {
                         i.orphan = true;
                         if i.nlink != 0 {
-                            rep.problem(FsckProblem::Orphan(*o));
+                            problem!(FsckProblem::Orphan(*o));
                         }
                     }
                 }
-                Err(_) => rep.problem(FsckProblem::Orphan(*o)),
+                Err(_) => problem!(FsckProblem::Orphan(*o)),
             }
         }
         // references
@@ -228,19 +241,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 Ok(idx) => {
                     if let Some(c) = inodes.as_slice().get(idx) {
                         if c.is_dir != r.is_dir {
-                            rep.problem(FsckProblem::EntryType { dir: r.dir, child: r.child });
+                            problem!(FsckProblem::EntryType { dir: r.dir, child: r.child });
                         }
                         if c.is_dir && c.parent != r.dir {
-                            rep.problem(FsckProblem::Parent { ino: c.ino, parent: c.parent });
+                            problem!(FsckProblem::Parent { ino: c.ino, parent: c.parent });
                         }
                     }
                 }
-                Err(_) => rep.problem(FsckProblem::Dangling { dir: r.dir, child: r.child }),
+                Err(_) => problem!(FsckProblem::Dangling { dir: r.dir, child: r.child }),
             }
         }
         match inodes.as_slice().binary_search_by_key(&ROOT_INO, |i| i.ino) {
             Ok(idx) if inodes.as_slice().get(idx).is_some_and(|i| i.is_dir) => {}
-            _ => rep.problem(FsckProblem::NoRoot),
+            _ => problem!(FsckProblem::NoRoot),
         }
         let refs_s = refs.as_slice();
         for i in inodes.as_slice() {
@@ -249,17 +262,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let named = hi.saturating_sub(lo) as u32;
             if i.is_dir {
                 if i.size != i.entries {
-                    rep.problem(FsckProblem::DirSize { ino: i.ino, size: i.size, entries: i.entries });
+                    problem!(FsckProblem::DirSize { ino: i.ino, size: i.size, entries: i.entries });
                 }
                 let expected = if i.nlink == 0 && i.orphan { 0 } else { i.subdirs.saturating_add(2) };
                 let want_named = if i.ino == ROOT_INO || (i.nlink == 0 && i.orphan) { 0 } else { 1 };
                 if i.nlink != expected || named != want_named {
-                    rep.problem(FsckProblem::LinkCount { ino: i.ino, nlink: i.nlink, expected });
+                    problem!(FsckProblem::LinkCount { ino: i.ino, nlink: i.nlink, expected });
                 }
             } else if i.nlink != named {
-                rep.problem(FsckProblem::LinkCount { ino: i.ino, nlink: i.nlink, expected: named });
+                problem!(FsckProblem::LinkCount { ino: i.ino, nlink: i.nlink, expected: named });
             } else if named == 0 && !i.orphan {
-                rep.problem(FsckProblem::LinkCount { ino: i.ino, nlink: 0, expected: 0 });
+                problem!(FsckProblem::LinkCount { ino: i.ino, nlink: 0, expected: 0 });
             }
         }
         Ok(rep)
