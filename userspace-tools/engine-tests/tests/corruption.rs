@@ -99,3 +99,33 @@ fn read_only_mount_writes_nothing() {
     assert_eq!(after.programmed, before.programmed);
     assert_eq!(after.erases, before.erases);
 }
+
+/// `fsck_each` reports every problem, not only the first: after several random flips, the
+/// callback sees exactly `problems` problems, the first being the report's `first`.
+#[test]
+fn fsck_each_lists_every_problem() {
+    let base = populated();
+    let mut rng = Rng::new(99);
+    let mut multi = 0;
+    for _ in 0..60 {
+        let mut f = base.clone();
+        let mut done = 0;
+        while done < 12 {
+            let seg = rng.below(48) as u32;
+            let off = rng.below(32 * 1024) as u32;
+            if f.is_programmed(seg, off) {
+                f.flip(seg, off, 1 << rng.below(8));
+                done += 1;
+            }
+        }
+        let Ok(mut fs) = Fs::mount(f, MountOptions { read_only: true, ..Default::default() }) else { continue };
+        let mut seen = Vec::new();
+        let Ok(r) = fs.fsck_each(&mut |p| seen.push(*p)) else { continue };
+        assert_eq!(seen.len() as u64, r.problems);
+        assert_eq!(seen.first().copied(), r.first);
+        if r.problems >= 2 {
+            multi += 1;
+        }
+    }
+    assert!(multi > 0, "no image with several problems: the test checks nothing");
+}

@@ -534,19 +534,20 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
     }
 
     // 4. the engine's checks: every indexed record's CRC, ownership, link counts, sizes, segment usage
-    let orphans = match fs.fsck() {
+    let mut all: Vec<FsckProblem> = Vec::new();
+    let orphans = match fs.fsck_each(&mut |p| all.push(*p)) {
         Ok(rep) => {
             println!(
                 "  index: {} inodes, {} directories, {} entries, {} data blocks, {} xattrs, {} orphans",
                 rep.inodes, rep.directories, rep.entries, rep.data_blocks, rep.xattrs, rep.orphans
             );
-            if rep.problems > 0 {
-                let first = rep.first.map(|p| describe_problem(&p)).unwrap_or_default();
-                if rep.problems == 1 {
-                    ck.problem(first);
-                } else {
-                    ck.problem(format!("{first} (and {} more problems found by the index check)", rep.problems - 1));
-                }
+            // every problem of the index check, up to a limit
+            const LIST_MAX: usize = 200;
+            for p in all.iter().take(LIST_MAX) {
+                ck.problem(describe_problem(p));
+            }
+            if rep.problems > LIST_MAX as u64 {
+                ck.problem(format!("... and {} more problems found by the index check", rep.problems - LIST_MAX as u64));
             }
             Some(rep)
         }
