@@ -6,7 +6,6 @@
 //! callbacks and the MTD and block backends. The engine under `engine/` is safe, `core`-only Rust
 //! shared with the userspace tools; all `unsafe` lives in this kernel layer.
 
-use core::pin::Pin;
 use kernel::prelude::*;
 use kernel::{bindings, c_str, types::Opaque};
 
@@ -27,20 +26,26 @@ module! {
     license: "GPL",
 }
 
-/// A registered `struct file_system_type`, pinned for as long as it is registered.
+/// The filesystem type. It must live in static memory: it embeds the lock class keys of every
+/// ferrofs superblock's locks (`s_umount`, `s_writers`...), and lockdep accepts only static keys.
 #[repr(transparent)]
 struct FsType(Opaque<bindings::file_system_type>);
 
-// SAFETY: after registration the kernel reads and links `file_system_type` only under its own
-// `file_systems_lock` and `sb_lock`; this crate never touches it again until unregistering.
+// SAFETY: the kernel reads and links `file_system_type` only under its own `file_systems_lock`
+// and `sb_lock`; this crate writes `owner` once in `init`, before registering it.
 unsafe impl Sync for FsType {}
-// SAFETY: as for `Sync`: no thread affinity, and all mutation is done by the kernel under its locks.
-unsafe impl Send for FsType {}
 
-/// Module state: the registered filesystem type.
-struct Ferrofs {
-    fs_type: Pin<KBox<FsType>>,
-}
+static FS_TYPE: FsType = FsType(Opaque::new(bindings::file_system_type {
+    name: c_str!("ferrofs").as_char_ptr(),
+    init_fs_context: Some(vfs::init_fs_context),
+    kill_sb: Some(kill_sb),
+    fs_flags: bindings::FS_REQUIRES_DEV as _,
+    // SAFETY: all-zero is valid for the remaining fields (null pointers, empty lists, keys).
+    ..unsafe { core::mem::zeroed() }
+}));
+
+/// Module state: the filesystem type is registered while this exists.
+struct Ferrofs;
 
 /// `file_system_type::kill_sb`: shut the superblock down (`put_super` unmounts the engine),
 /// then release the MTD device.
@@ -52,24 +57,14 @@ unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
 impl kernel::Module for Ferrofs {
     fn init(module: &'static ThisModule) -> Result<Self> {
         vfs::module_init()?;
-        let fs_type = KBox::pin(
-            FsType(Opaque::new(bindings::file_system_type {
-                name: c_str!("ferrofs").as_char_ptr(),
-                owner: module.as_ptr(),
-                init_fs_context: Some(vfs::init_fs_context),
-                kill_sb: Some(kill_sb),
-                fs_flags: bindings::FS_REQUIRES_DEV as _,
-                ..Default::default()
-            })),
-            GFP_KERNEL,
-        )
-        .inspect_err(|_| vfs::module_exit())?;
-        // SAFETY: `fs_type` is pinned and lives in `Self`, whose `drop` unregisters it before it is
-        // freed; its name is a static string and its callbacks are valid for the module's lifetime.
-        kernel::error::to_result(unsafe { bindings::register_filesystem(fs_type.0.get()) })
+        // SAFETY: not registered yet, so nothing else reads `FS_TYPE`; module init runs once.
+        unsafe { (*FS_TYPE.0.get()).owner = module.as_ptr() };
+        // SAFETY: `FS_TYPE` is static, its name a static string, its callbacks valid for the
+        // module's lifetime; `drop` unregisters it.
+        kernel::error::to_result(unsafe { bindings::register_filesystem(FS_TYPE.0.get()) })
             .inspect_err(|_| vfs::module_exit())?;
         pr_info!("registered\n");
-        Ok(Ferrofs { fs_type })
+        Ok(Ferrofs)
     }
 }
 
@@ -77,7 +72,7 @@ impl Drop for Ferrofs {
     fn drop(&mut self) {
         // SAFETY: registered in `init`; no superblock can remain because the module's refcount
         // (held by every mounted superblock through `owner`) is zero when the module is removed.
-        let ret = unsafe { bindings::unregister_filesystem(self.fs_type.0.get()) };
+        let ret = unsafe { bindings::unregister_filesystem(FS_TYPE.0.get()) };
         if ret != 0 {
             pr_err!("unregister_filesystem failed: {}\n", ret);
         }
