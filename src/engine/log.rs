@@ -431,7 +431,14 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         let seq = self.take_seq();
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
-        self.append_raw(h, rt, flags, key, payload, seq)
+        let r = self.append_raw(h, rt, flags, key, payload, seq);
+        if r.is_err() {
+            // The sequence number may now be missing from the log, and roll-forward stops at
+            // the first missing number: the next fsync must checkpoint instead of relying on
+            // the log after it.
+            self.need_checkpoint = true;
+        }
+        r
     }
 
     /// Write out head `h`'s buffer, padding to a write-unit boundary.
