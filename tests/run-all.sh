@@ -4,7 +4,7 @@
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
 #      -> guest suites
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
-# DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug when FERROFS_DEBUG=1.
+# DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug, unless FERROFS_DEBUG=0.
 # FERROFS_KFLAVOUR=debug runs only the debug flavour, with every suite.
 # Prints each step's wall time and ends with "N passed, N failed" over every check that ran.
 set -uo pipefail
@@ -64,7 +64,7 @@ if [ "${FERROFS_KFLAVOUR:-release}" = debug ]; then
   run_flavour debug tests/vm/SUITES
 else
   run_flavour release tests/vm/SUITES
-  [ "${FERROFS_DEBUG:-0}" = 0 ] || run_flavour debug tests/vm/SUITES.debug
+  [ "${FERROFS_DEBUG:-1}" = 0 ] || run_flavour debug tests/vm/SUITES.debug
 fi
 
 echo
