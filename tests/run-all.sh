@@ -28,7 +28,7 @@ begin "userspace tools"; qemu/build-tools.sh || abort "userspace tools build"; t
 
 begin "cargo test"
 log=build/logs/cargo-test.log
-(cd userspace-tools && cargo test --release 2>&1) | tee "$log" | grep -E '^test result:|^error|FAILED|panicked|crash enumeration'
+(cd userspace-tools && cargo test --release -- --show-output 2>&1) | tee "$log" | grep -E '^test result:|^error|FAILED|panicked|crash enumeration'
 crc=${PIPESTATUS[0]}
 p=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^passed;?$/) s+=$(i-1)} END {print s+0}' "$log")
 f=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^failed;?$/) s+=$(i-1)} END {print s+0}' "$log")
