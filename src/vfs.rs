@@ -499,10 +499,13 @@ unsafe fn start_services(sb: *mut bindings::super_block, read_only: bool) {
     let task = unsafe {
         bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
     };
-    if (task as isize) < 0 && (task as isize) >= -4095 {
-        pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, task as isize);
-        return;
-    }
+    let task = match kernel::error::from_err_ptr(task) {
+        Ok(t) => t,
+        Err(e) => {
+            pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, e.to_errno());
+            return;
+        }
+    };
     info.bg.store(task, Ordering::Release);
     // SAFETY: `task` is a freshly created kthread.
     unsafe { bindings::wake_up_process(task) };
@@ -1419,10 +1422,10 @@ unsafe extern "C" fn write_begin(
 ) -> c_int {
     // SAFETY: VFS write_begin contract.
     unsafe {
-        let folio = shim::ferrofs_write_begin_folio(mapping, pos);
-        if (folio as isize) < 0 && (folio as isize) >= -4095 {
-            return folio as isize as c_int;
-        }
+        let folio = match kernel::error::from_err_ptr(shim::ferrofs_write_begin_folio(mapping, pos)) {
+            Ok(f) => f,
+            Err(e) => return e.to_errno(),
+        };
         if folio.is_null() {
             return ENOMEM.to_errno();
         }
