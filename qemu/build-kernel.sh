@@ -15,8 +15,6 @@ fi
 
 [ -f "$KERNEL_TARBALL" ] || { echo "build-kernel: $KERNEL_TARBALL missing: run qemu/install-deps.sh" >&2; exit 1; }
 echo "build-kernel: building $FERROFS_KFLAVOUR kernel in $KSRC (takes ~10 min on 2 cores)" >&2
-# Drop kernels built from other inputs for this flavour: they can never be used again.
-find "$FERROFS_CACHE" -maxdepth 1 -name "kernel-$FERROFS_KFLAVOUR-*" ! -path "$KDIR_BASE" -exec rm -rf {} + 2>/dev/null || true
 rm -rf "$KDIR_BASE"
 mkdir -p "$KDIR_BASE"
 tar -C "$KDIR_BASE" -xf "$KERNEL_TARBALL"
@@ -30,7 +28,8 @@ make -s "${KMAKE_TOOLS[@]}" olddefconfig >&2
 # merge_config drops what it cannot satisfy without failing: check what we rely on.
 need=(CONFIG_RUST CONFIG_MODULES CONFIG_MTD_NAND_NANDSIM CONFIG_MTD_UBI CONFIG_UBIFS_FS CONFIG_JFFS2_FS
       CONFIG_F2FS_FS CONFIG_EXT4_FS CONFIG_MTD_BLOCK CONFIG_MTD_BLOCK2MTD CONFIG_VIRTIO_BLK CONFIG_DEVTMPFS
-      CONFIG_BLK_DEV_INITRD CONFIG_SERIAL_8250_CONSOLE CONFIG_NILFS2_FS CONFIG_BLK_DEV_LOOP)
+      CONFIG_BLK_DEV_INITRD CONFIG_SERIAL_8250_CONSOLE CONFIG_NILFS2_FS CONFIG_BLK_DEV_LOOP
+      CONFIG_MTD_PARTITIONED_MASTER CONFIG_SLUB_DEBUG)
 [ "$FERROFS_KFLAVOUR" = debug ] && need+=(CONFIG_KASAN CONFIG_PROVE_LOCKING CONFIG_DEBUG_LIST CONFIG_KFENCE)
 bad=0
 for opt in "${need[@]}"; do
@@ -45,5 +44,8 @@ make -s -j"$(nproc)" "${KMAKE_TOOLS[@]}" bzImage modules >&2
 rm -rf "$KDIR_BASE/modroot"
 make -s "${KMAKE_TOOLS[@]}" INSTALL_MOD_PATH="$KDIR_BASE/modroot" modules_install >&2
 touch "$KDIR_BASE/.complete"
+# Only now drop kernels built from other inputs for this flavour (they can never be used again):
+# a failed build leaves the previous one in place.
+find "$FERROFS_CACHE" -maxdepth 1 -name "kernel-$FERROFS_KFLAVOUR-*" ! -path "$KDIR_BASE" -exec rm -rf {} + 2>/dev/null || true
 echo "build-kernel: done" >&2
 echo "$KSRC"

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 ORDER = ["raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs"]
-EXPS = ["sweep", "latency", "smallfiles", "meta", "dirty", "gc", "mount"]
+EXPS = ["sweep", "latency", "smallfiles", "meta", "dirty", "gc", "mount", "mount-powercut"]
 
 
 def kv(path):
@@ -192,7 +192,8 @@ def main():
 
     # Rig-level write amplification.
     cdir = os.path.join(res, "counters")
-    rows_f, rows_b = [], []
+    rows_f, rows_b, rows_e = [], [], []
+    esz = float(cfg.get("mtd_erasesize", "131072") or 131072)
     if os.path.isdir(cdir):
         names = sorted({f.rsplit(".", 1)[0] for f in os.listdir(cdir) if f.endswith(".before")})
         for n in names:
@@ -212,6 +213,10 @@ def main():
                 wa = p / u if u and p is not None else None
                 rows_f.append((EXPS.index(exp) if exp in EXPS else 99, f"| {exp} | {f2(u / 1e6 if u is not None else None)} | {f2(p / 1e6 if p is not None else None)} | {f2(wa)} | "
                                f"{f2(d('ferrofs_erases'), 0)} | {f2((d('ferrofs_gc_bytes') or 0) / 1e6)} | {f2(d('ferrofs_checkpoints'), 0)} |"))
+            if "nand_erases" in a:
+                e = d("nand_erases")
+                u = d("ferrofs_user_bytes") if "ferrofs_user_bytes" in a else None
+                rows_e.append((ORDER.index(lab) if lab in ORDER else 99, lab, EXPS.index(exp) if exp in EXPS else 99, exp, e, u, a.get("nand_max_erases")))
             if "mtdblock_sectors_written" in a and lab in ("f2fs", "ext4", "mtdblock-raw"):
                 w = d("mtdblock_sectors_written")
                 rows_b.append((lab, EXPS.index(exp) if exp in EXPS else 99, f"| {lab} | {exp} | {f2(w * 512 / 1e6 if w is not None else None)} |"))
@@ -228,12 +233,42 @@ def main():
     if rows_b:
         o.append("F2FS and ext4 on mtdblock: bytes the filesystem wrote to mtdblock (`/proc/diskstats`), per experiment. "
                  "Per-phase WA against the benchmark's bytes is in the tool's write-amplification table above. "
-                 "What mtdblock then programs to the NAND (whole 128 KiB erase blocks per flush) is not counted: the kernel "
-                 "has no MTD program counters and nandsim's wear report needs CONFIG_MTD_PARTITIONED_MASTER.\n")
+                 "What mtdblock then does to the NAND (a whole erase block erased and rewritten per flush) is in the erase table below.\n")
         o.append("| Target | Experiment | Written to mtdblock MB |\n|---|---|---|")
         o.extend(r for _, _, r in sorted(rows_b, key=lambda x: (x[0], x[1])))
         o.append("")
-    o.append("JFFS2 and UBIFS: no write counters exist on this kernel (see above), so no WA figures.\n")
+    if rows_e:
+        o.append("### Erases on the NAND, every target (nandsim's wear report)\n")
+        o.append("Erase blocks erased during each whole experiment (nandsim's debugfs wear report on the whole-chip MTD device), "
+                 f"and erased MB = erases x {int(esz) >> 10} KiB: on NAND every byte programmed needs an erased block first, so at steady state "
+                 "this is the flash-level write volume, comparable across all targets (JFFS2, UBIFS and ferrofs on the MTD device; F2FS and "
+                 "ext4 through mtdblock, which erases and rewrites a whole block for each flush). Erases lag writes (blocks are erased when "
+                 "reused), so short experiments on a fresh filesystem show few. The per-phase ratios against the bytes the benchmark wrote "
+                 "are the `write amplification` table of the tool's report above. Max = the most-erased block of the chip at the end "
+                 "(wear hot spot).\n")
+        labs_e = sorted({(r[0], r[1]) for r in rows_e})
+        exps_e = sorted({(r[2], r[3]) for r in rows_e})
+        o.append("| Experiment | " + " | ".join(f"{l} erased MB" for _, l in labs_e) + " |")
+        o.append("|---|" + "---|" * len(labs_e))
+        cell = {(r[1], r[3]): r for r in rows_e}
+        for _, ex in exps_e:
+            cs = []
+            for _, l in labs_e:
+                r = cell.get((l, ex))
+                cs.append("n/a" if r is None or r[4] is None else f"{r[4] * esz / 1e6:.1f} ({r[4]:.0f})")
+            o.append(f"| {ex} | " + " | ".join(cs) + " |")
+        lastmax = {}
+        for r in sorted(rows_e, key=lambda r: r[2]):
+            if r[6] is not None:
+                lastmax[r[1]] = r[6]
+        o.append("| max erases of one block at the end | " + " | ".join(lastmax.get(l, "n/a") for _, l in labs_e) + " |")
+        fe = [(r[3], r[4], r[5]) for r in rows_e if r[1] == "ferrofs" and r[5]]
+        if fe:
+            o.append("\nferrofs, erase-based WA per whole experiment (erased bytes / user bytes): " +
+                     ", ".join(f"{ex} {e * esz / u:.2f}" for ex, e, u in sorted(fe, key=lambda x: EXPS.index(x[0]) if x[0] in EXPS else 99) if e is not None) + ".")
+        o.append("")
+    else:
+        o.append("No NAND erase counts (nandsim's wear report was missing: it needs CONFIG_MTD_PARTITIONED_MASTER).\n")
 
     with open(os.path.join(res, "report.md"), "w") as f:
         f.write("\n".join(o).rstrip() + "\n")

@@ -270,6 +270,10 @@ pub struct MountArgs {
     pub not_mounted: bool,
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// What came before the mount: `clean` (an unmount) or `powercut` (the caller restored a flash
+    /// image taken while a writer ran; recorded as experiment `mount-powercut`).
+    #[arg(long, default_value = "clean", value_parser = ["clean", "powercut"])]
+    pub after: String,
 }
 
 #[derive(Debug, Args)]

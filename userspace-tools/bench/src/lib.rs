@@ -134,9 +134,9 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
             let st = started();
             let mut ctx = Ctx::new(&a.common);
             let res = exp::mount::run(&mut ctx, &a)?;
-            let p = params(serde_json::json!({"mount_cmd": a.mount_cmd, "umount_cmd": a.umount_cmd, "repeat": a.repeat, "not_mounted": a.not_mounted, "drop_caches": !a.common.no_drop_caches}));
+            let p = params(serde_json::json!({"mount_cmd": a.mount_cmd, "umount_cmd": a.umount_cmd, "repeat": a.repeat, "not_mounted": a.not_mounted, "drop_caches": !a.common.no_drop_caches, "after": a.after}));
             let failed = res.runs.iter().any(|r| !r.mount.ok);
-            let rec = ctx.record("mount", &a.mount_cmd, st, p, serde_json::to_value(res)?);
+            let rec = ctx.record(exp::mount::experiment_name(&a), &a.mount_cmd, st, p, serde_json::to_value(res)?);
             let rec = finish(rec, &a.common)?;
             if failed {
                 bail!("the mount command failed (results written)");

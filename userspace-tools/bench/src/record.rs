@@ -221,6 +221,12 @@ pub struct MountRun {
     /// The caches that grew or shrank most.
     pub slab_top_delta_bytes: BTreeMap<String, i64>,
     pub cache_drop: String,
+    /// Kernel memory the mounted filesystem holds, kB: the change of Slab + VmallocUsed + Percpu
+    /// (/proc/meminfo) from before the mount to after it, both read after `sync` and dropping the
+    /// page, dentry and inode caches (so read-back caches do not count; what the filesystem keeps
+    /// in RAM, e.g. JFFS2's node map or an index cache, does).
+    #[serde(default)]
+    pub held_kb: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Result};
+use crate::exp::median;
 use crate::record::{DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RunRecord, SweepResults};
 use crate::units::fmt_size;
 use crate::wa::WaSample;
@@ -136,20 +137,26 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
             }
             s.push('\n');
         }
-        "mount" => {
+        "mount" | "mount-powercut" => {
             let r: MountResults = rec.results_as()?;
-            let _ = writeln!(s, "### {l}: mount\n");
-            let _ = writeln!(s, "| Run | Mount s | Slab delta kB | Slab (meminfo) delta kB |\n|---|---|---|---|");
+            let what = if rec.experiment == "mount" { "mount after a clean unmount" } else { "mount after a power cut during writes" };
+            let _ = writeln!(s, "### {l}: {what}\n");
+            let _ = writeln!(s, "| Run | Mount s | Held kB | Slab (slabinfo) delta kB | Slab (meminfo) delta kB |\n|---|---|---|---|---|");
             for (i, run) in r.runs.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "| {} | {}{} | {} | {} |",
+                    "| {} | {}{} | {} | {} | {} |",
                     i + 1,
                     fmt_num(Some(run.mount.seconds), 3),
                     if run.mount.ok { "" } else { " (failed)" },
+                    run.held_kb.map(|d| d.to_string()).unwrap_or_else(|| "n/a".into()),
                     run.slab_delta_bytes.map(|d| format!("{:.1}", d as f64 / 1024.0)).unwrap_or_else(|| "n/a".into()),
                     run.meminfo_delta_kb.get("Slab").map(|d| d.to_string()).unwrap_or_else(|| "n/a".into())
                 );
+            }
+            if let Some(top) = r.runs.first().map(|x| &x.slab_top_delta_bytes).filter(|t| !t.is_empty()) {
+                let v: Vec<String> = top.iter().map(|(k, b)| format!("{k} {:+.1}", *b as f64 / 1024.0)).collect();
+                let _ = writeln!(s, "\nSlab caches that changed most in run 1 (kB): {}", v.join(", "));
             }
             s.push('\n');
         }
@@ -247,7 +254,7 @@ impl ResultSet {
     }
 
     pub fn experiments(&self) -> Vec<String> {
-        let order = ["sweep", "dirty", "latency", "gc", "smallfiles", "meta", "mount"];
+        let order = ["sweep", "dirty", "latency", "gc", "smallfiles", "meta", "mount", "mount-powercut"];
         let present: BTreeSet<&String> = self.runs.keys().map(|k| &k.0).collect();
         let mut v: Vec<String> = order.iter().filter(|e| present.iter().any(|p| p == e)).map(|e| e.to_string()).collect();
         for p in present {
@@ -432,15 +439,21 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                 }
                 metric_table(&mut s, "Operation", &rows, &ls, reference, " ops/s", 1, |l, row| res.get(l)?.ops.iter().find(|o| o.op == row).map(|o| o.ops_per_s));
             }
-            "mount" => {
+            "mount" | "mount-powercut" => {
+                if exp == "mount-powercut" {
+                    let _ = writeln!(s, "Mount of a flash image taken while a writer ran (its unflushed data lost), after UBI attach for UBIFS. Held kB: kernel memory the mounted filesystem keeps (Slab + VmallocUsed + Percpu change across the mount, caches dropped).\n");
+                } else {
+                    let _ = writeln!(s, "Mount after a clean unmount of the used filesystem. Held kB: kernel memory the mounted filesystem keeps (Slab + VmallocUsed + Percpu change across the mount, caches dropped).\n");
+                }
                 let res: BTreeMap<String, MountResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
-                let rows: Vec<String> = ["min s", "median s", "max s", "slab delta kB (run 1)"].iter().map(|x| x.to_string()).collect();
+                let rows: Vec<String> = ["min s", "median s", "max s", "held kB (median)", "slab delta kB (run 1)"].iter().map(|x| x.to_string()).collect();
                 metric_table(&mut s, "Mount", &rows, &ls, reference, "", 3, |l, row| {
                     let r = res.get(l)?;
                     match row {
                         "min s" => r.min_s,
                         "median s" => r.median_s,
                         "max s" => r.max_s,
+                        "held kB (median)" => median(&r.runs.iter().filter_map(|x| x.held_kb.map(|v| v as f64)).collect::<Vec<_>>()),
                         _ => r.runs.first()?.slab_delta_bytes.map(|b| b as f64 / 1024.0),
                     }
                 });
@@ -464,7 +477,7 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
         }
     }
     if !wa_rows.is_empty() {
-        let _ = writeln!(s, "## write amplification\n\nDevice bytes written / bytes the benchmark wrote (lower is better).\n");
+        let _ = writeln!(s, "## write amplification\n\nDevice bytes written / bytes the benchmark wrote in each measured phase (lower is better). The device bytes come from the counters file when one was given (the rig: nandsim's erase count x erase size, i.e. bytes erased on the NAND), else from /proc/diskstats of the backing device; both are in the JSON.\n");
         let wl: Vec<String> = labels.iter().filter(|l| wa.contains_key(*l)).cloned().collect();
         metric_table(&mut s, "Point", &wa_rows, &wl, reference, "", 2, |l, row| wa.get(l)?.get(row).copied());
     }

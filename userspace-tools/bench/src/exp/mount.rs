@@ -27,6 +27,20 @@ pub fn top_abs(m: &BTreeMap<String, i64>, n: usize) -> BTreeMap<String, i64> {
     v.into_iter().take(n).map(|(k, v)| (k.clone(), *v)).collect()
 }
 
+/// Memory held by the mounted filesystem (kB): Slab + VmallocUsed + Percpu deltas, if all present.
+pub fn held(d: &BTreeMap<String, i64>) -> Option<i64> {
+    Some(d.get("Slab")? + d.get("VmallocUsed")? + d.get("Percpu")?)
+}
+
+/// The experiment name a mount run is recorded under.
+pub fn experiment_name(a: &MountArgs) -> &'static str {
+    if a.after == "powercut" {
+        "mount-powercut"
+    } else {
+        "mount"
+    }
+}
+
 pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
     let mut runs = Vec::new();
     for i in 0..a.repeat.max(1) {
@@ -43,6 +57,10 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
         let cache_drop = drop_caches(None, !a.common.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}"));
         let (m0, s0) = (read_meminfo(), read_slabinfo());
         let mount = run_shell(&a.mount_cmd)?;
+        // Settle: what the mount read into the page cache, and dentries/inodes, are not held memory.
+        if !a.common.no_drop_caches {
+            let _ = drop_caches(None, true);
+        }
         let (m1, s1) = (read_meminfo(), read_slabinfo());
         let meminfo_delta_kb = match (&m0, &m1) {
             (Some(b), Some(a)) => deltas(b, a, Some(&MEMINFO_KEYS)),
@@ -55,15 +73,17 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
             }
             _ => (None, BTreeMap::new()),
         };
+        let held_kb = held(&meminfo_delta_kb);
         say!(
-            "mount run {}: {:.3} s{}{}",
+            "mount run {}: {:.3} s{}{}{}",
             i + 1,
             mount.seconds,
             if mount.ok { String::new() } else { format!(" (FAILED, exit {:?})", mount.exit_code) },
-            slab_delta_bytes.map(|d| format!(", slab {:+} kB", d / 1024)).unwrap_or_default()
+            slab_delta_bytes.map(|d| format!(", slab {:+} kB", d / 1024)).unwrap_or_default(),
+            held_kb.map(|d| format!(", held {d:+} kB")).unwrap_or_default()
         );
         let ok = mount.ok;
-        runs.push(MountRun { umount, mount, meminfo_delta_kb, slab_delta_bytes, slab_top_delta_bytes, cache_drop });
+        runs.push(MountRun { umount, mount, meminfo_delta_kb, slab_delta_bytes, slab_top_delta_bytes, cache_drop, held_kb });
         if !ok {
             ctx.event(format!("mount command failed on run {}; stopping", i + 1));
             break;
@@ -93,5 +113,8 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+        let h: BTreeMap<String, i64> = [("Slab".to_string(), 300), ("VmallocUsed".to_string(), 128), ("Percpu".to_string(), -8), ("Cached".to_string(), 999)].into();
+        assert_eq!(held(&h), Some(420));
+        assert_eq!(held(&BTreeMap::new()), None);
     }
 }
