@@ -489,6 +489,10 @@ impl BlockSim {
             }
         }
         self.counters.bytes_read += buf.len() as u64;
+        if !buf.is_empty() {
+            let unit = self.geo.write_unit;
+            self.counters.pages_read += u64::from((offset + buf.len() as u32 - 1) / unit - offset / unit + 1);
+        }
         Ok(ReadStatus::Clean)
     }
 

@@ -11,6 +11,8 @@ pub struct Counters {
     pub reads: u64,
     /// Bytes returned by reads.
     pub bytes_read: u64,
+    /// Write units (NAND pages) touched by reads: a read of a few bytes still loads a page.
+    pub pages_read: u64,
     /// Write (program) requests that reached the medium.
     pub writes: u64,
     /// Bytes programmed (written) on the medium, torn prefixes included.
@@ -73,6 +75,7 @@ impl Counters {
         Counters {
             reads: d(self.reads, earlier.reads),
             bytes_read: d(self.bytes_read, earlier.bytes_read),
+            pages_read: d(self.pages_read, earlier.pages_read),
             writes: d(self.writes, earlier.writes),
             bytes_programmed: d(self.bytes_programmed, earlier.bytes_programmed),
             pages_programmed: d(self.pages_programmed, earlier.pages_programmed),

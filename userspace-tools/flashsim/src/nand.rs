@@ -549,6 +549,7 @@ impl NandSim {
         }
         let first = offset / self.geo.write_unit;
         let last = (offset + buf.len() as u32 - 1) / self.geo.write_unit;
+        self.counters.pages_read += u64::from(last - first + 1);
         let mut corrected = false;
         let mut lost = false;
         for page in first..=last {
