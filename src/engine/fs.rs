@@ -79,8 +79,12 @@ pub struct StatFs {
 pub const RESERVE_SEGS: u32 = 6;
 /// Segments kept free below which even deletions are refused.
 pub const RESERVE_DELETE: u32 = 2;
-/// Extra segments the foreground GC frees per checkpoint (hysteresis).
+/// Extra segments the foreground GC frees per checkpoint (hysteresis), at least.
 pub const GC_BATCH: u32 = 4;
+/// The foreground GC refuses victims more than this percentage live.
+pub const GC_MAX_LIVE: u32 = 90;
+/// Cleaning ahead of need (free segments above the need) takes victims at most this live.
+pub const GC_AHEAD_MAX_LIVE: u32 = 75;
 
 /// A mounted ferrofs filesystem.
 pub struct Engine<P: Platform, F: Flash> {
@@ -1028,33 +1032,57 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
+        // Clean ahead of need: start when free segments fall below `low` (the need plus a
+        // batch) and collect victims until the segments waiting for a checkpoint cover the need
+        // plus two batches, then checkpoint once (a checkpoint writes the dirty index and the
+        // segment table, so it must free many segments to pay for itself). Above the need, one
+        // unit of work per call (a victim or a checkpoint) spreads the cleaning over the writes.
+        let batch = self.gc_batch();
+        let low = min_free.saturating_add(batch);
+        let high = low.saturating_add(batch);
         let mut guard = self.sb.segment_count.saturating_mul(2);
-        while self.log.free_count() < min_free {
+        let mut worked = false;
+        loop {
+            let free = self.log.free_count();
+            if free >= low || (worked && free >= min_free) {
+                return Ok(());
+            }
             if guard == 0 {
-                return Err(Error::NoSpace);
+                return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
             }
             guard -= 1;
-            // Clean several victims per checkpoint (each checkpoint costs index and table
-            // writes): collect until the segments waiting for a checkpoint cover the need plus
-            // some slack, then checkpoint once.
-            let free = self.log.free_count();
+            let need = free < min_free;
             let pending = self.pending_free();
-            // the batch grows with what a checkpoint writes (its segment table)
-            let batch = GC_BATCH.saturating_add(self.segtab_segments().saturating_mul(4));
-            let enough = free.saturating_add(pending) >= min_free.saturating_add(batch);
-            if pending > 0 && (enough || free <= self.cp_margin()) {
+            if pending > 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
                 self.checkpoint()?;
+                worked = true;
                 continue;
             }
-            if !self.gc_once(false, min_free)? {
-                if pending > 0 {
+            // Ahead of need, only victims that pay for their move (at most 3/4 live): on a
+            // nearly full filesystem moving 90 %-live segments and checkpointing would consume
+            // the reserve instead of adding to it.
+            // When the need is urgent, greedy (the most space per move); ahead of need,
+            // cost-benefit (see `pick_victim`).
+            let max_live = if need { GC_MAX_LIVE } else { GC_AHEAD_MAX_LIVE };
+            if !self.gc_once(false, max_live, need)? {
+                if need && pending > 0 {
                     self.checkpoint()?;
+                    worked = true;
                     continue;
                 }
-                return Err(Error::NoSpace);
+                return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
             }
+            worked = true;
         }
-        Ok(())
+    }
+
+    /// Segments the foreground GC frees per checkpoint, and how far ahead of need it starts
+    /// cleaning: grows with what a checkpoint writes (its segment table) and with the device
+    /// (1/64 of the log segments, a small part of the 1/8 kept out of the capacity).
+    pub(crate) fn gc_batch(&self) -> u32 {
+        let fixed = GC_BATCH.saturating_add(self.segtab_segments().saturating_mul(4));
+        let scaled = (self.main_segments() / 64).min(u64::from(u32::MAX)) as u32;
+        fixed.max(scaled)
     }
 
     fn pending_free(&self) -> u32 {
@@ -1089,7 +1117,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.heads.iter().any(|h| h.seg == s || h.next == s)
     }
 
-    fn pick_victim(&self, background: bool) -> Option<u32> {
+    fn pick_victim(&self, background: bool, max_live: u32, greedy: bool) -> Option<u32> {
         let ss = u64::from(self.sb.segment_size);
         let now = self.log.next_seq;
         let mut best: Option<(u32, u64)> = None;
@@ -1114,12 +1142,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 minmax = Some((s.erases, i, 0));
             }
             let live = u64::from(s.live);
-            let score = if background {
-                // cost-benefit: (1 - u) * age / (1 + u), scaled
+            if !background && live.saturating_mul(100) > ss.saturating_mul(u64::from(max_live)) {
+                // moving it would gain too little (gc_once refuses it)
+                continue;
+            }
+            // Cost-benefit (1 - u) * age / (1 + u), scaled, unless the need is urgent. Greedy
+            // (least live) keeps picking young metadata segments (index nodes, inode updates,
+            // segment tables) whose records would soon die anyway; moving their index nodes
+            // dirties the index and forces a checkpoint, which writes new such segments: at
+            // 90 % fill with small files it cleaned about one victim per checkpoint. When free
+            // segments are short, though, only the space a move gains counts (an old, almost
+            // full victim would consume the last free segments).
+            let score = if greedy {
+                ss.saturating_sub(live)
+            } else {
                 let age = now.saturating_sub(s.seq).max(1);
                 ss.saturating_sub(live).saturating_mul(age) / ss.saturating_add(live).max(1)
-            } else {
-                ss.saturating_sub(live)
             };
             if live < ss && best.is_none_or(|b| score > b.1) {
                 best = Some((i, score));
@@ -1149,7 +1187,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if background {
             // Idle work only when useful: scrubbing, wear levelling, or space getting short
             // (fewer than a quarter of the log segments free) with a victim at most half live.
-            let v = match self.pick_victim(true) {
+            let v = match self.pick_victim(true, GC_MAX_LIVE, false) {
                 Some(v) => v,
                 None => return Ok(false),
             };
@@ -1162,7 +1200,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Ok(false);
             }
         }
-        self.gc_once(background, 0)
+        self.gc_once(background, GC_MAX_LIVE, !background)
     }
 
     /// Whether the dirty index or the log since the last checkpoint grew past its bound.
@@ -1206,8 +1244,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         hi.saturating_sub(lo)
     }
 
-    fn gc_once(&mut self, background: bool, _min_free: u32) -> Result<bool> {
-        let v = match self.pick_victim(background) {
+    /// Move one victim (foreground: at most `max_live` percent live; `greedy`: least live
+    /// rather than cost-benefit). Returns whether any work was done.
+    fn gc_once(&mut self, background: bool, max_live: u32, greedy: bool) -> Result<bool> {
+        let v = match self.pick_victim(background, max_live, greedy && !background) {
             Some(v) => v,
             None => return Ok(false),
         };
@@ -1216,7 +1256,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.checkpoint()?;
             return Ok(true);
         }
-        if !background && u64::from(vi.live) * 10 > u64::from(self.sb.segment_size) * 9 && vi.flags & SEG_SCRUB == 0 {
+        if !background
+            && u64::from(vi.live).saturating_mul(100) > u64::from(self.sb.segment_size).saturating_mul(u64::from(max_live))
+            && vi.flags & SEG_SCRUB == 0
+        {
             // moving this segment would gain (almost) nothing
             return Ok(false);
         }
