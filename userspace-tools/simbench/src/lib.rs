@@ -14,6 +14,8 @@
 //! mainly show how much work recovery does; the bytes read at mount are the figure that
 //! carries over to real flash.
 
+pub mod dirty;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -35,7 +37,7 @@ pub const PAGES_PER_BLOCK: u32 = 64;
 pub const SEGMENT_SIZE: u32 = PAGE_SIZE * PAGES_PER_BLOCK;
 /// Size of one user write of the overwrite workloads.
 pub const WRITE_SIZE: usize = 4096;
-const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// Errors of the benchmark.
 #[derive(Debug)]
@@ -87,7 +89,7 @@ impl Rng {
 }
 
 /// Synthetic clock: one second per 1000 operations, so timestamps move but cost nothing.
-fn now(op: u64) -> Timespec {
+pub(crate) fn now(op: u64) -> Timespec {
     Timespec { sec: 1_700_000_000 + (op / 1000) as i64, nsec: ((op % 1000) * 1_000_000) as u32 }
 }
 
@@ -114,7 +116,7 @@ pub fn checkpoint_slot_bytes(segments: u32, write_unit: u32) -> u64 {
     blob.div_ceil(u64::from(write_unit)) * u64::from(write_unit)
 }
 
-fn counters(fs: &mut Fs) -> Counters {
+pub(crate) fn counters(fs: &mut Fs) -> Counters {
     fs.flash().counters()
 }
 
