@@ -694,7 +694,13 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
             (*sb).s_root = d;
             start_services(sb, read_only);
         }
-        pr_info!("mtd{}: mounted{}\n", index, if read_only { " read-only" } else { "" });
+        let replayed = info.lock().stats().replayed;
+        pr_info!(
+            "mtd{}: mounted{}, {} log records replayed since the last checkpoint\n",
+            index,
+            if read_only { " read-only" } else { "" },
+            replayed
+        );
         Ok(0)
     })
 }

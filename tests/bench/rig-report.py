@@ -201,7 +201,8 @@ def main():
             a = kv(os.path.join(cdir, n + ".after"))
             if not a:
                 continue
-            lab, exp = n.rsplit("-", 1)
+            exp = next((e for e in sorted(EXPS, key=len, reverse=True) if n.endswith("-" + e)), n.rsplit("-", 1)[-1])
+            lab = n[:-len(exp) - 1]
 
             def d(key):
                 try:
