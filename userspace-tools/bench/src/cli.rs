@@ -274,6 +274,10 @@ pub struct MountArgs {
     /// image taken while a writer ran; recorded as experiment `mount-powercut`).
     #[arg(long, default_value = "clean", value_parser = ["clean", "powercut"])]
     pub after: String,
+    /// Slab caches left out of the memory figures: not the filesystem's memory (default: nandsim,
+    /// the emulated flash's page store, which grows and shrinks as pages are programmed and erased).
+    #[arg(long = "exclude-slab", default_values_t = vec!["nandsim".to_string()])]
+    pub exclude_slab: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -216,15 +216,19 @@ pub struct MountRun {
     pub mount: CmdRun,
     /// Change of /proc/meminfo fields (kB) across the mount command.
     pub meminfo_delta_kb: BTreeMap<String, i64>,
-    /// Total change of slab bytes in use (active objects x size), if /proc/slabinfo is readable.
+    /// Total change of slab bytes in use (active objects x size) without the excluded caches, if
+    /// /proc/slabinfo is readable.
     pub slab_delta_bytes: Option<i64>,
     /// The caches that grew or shrank most.
     pub slab_top_delta_bytes: BTreeMap<String, i64>,
     pub cache_drop: String,
-    /// Kernel memory the mounted filesystem holds, kB: the change of Slab + VmallocUsed + Percpu
-    /// (/proc/meminfo) from before the mount to after it, both read after `sync` and dropping the
-    /// page, dentry and inode caches (so read-back caches do not count; what the filesystem keeps
-    /// in RAM, e.g. JFFS2's node map or an index cache, does).
+    /// Kernel memory the mounted filesystem holds, kB: the change of slab memory (from
+    /// /proc/slabinfo without the excluded caches when readable, else meminfo's Slab) plus
+    /// VmallocUsed and Percpu (/proc/meminfo) from before the mount to after it, both read after
+    /// `sync` and dropping the page, dentry and inode caches (so read-back caches do not count;
+    /// what the filesystem keeps in RAM, e.g. JFFS2's node map or an index cache, does).
+    /// Allocations larger than the biggest kmalloc cache (8 KiB) come from the page allocator and
+    /// are not counted, for any filesystem.
     #[serde(default)]
     pub held_kb: Option<i64>,
 }

@@ -27,9 +27,24 @@ pub fn top_abs(m: &BTreeMap<String, i64>, n: usize) -> BTreeMap<String, i64> {
     v.into_iter().take(n).map(|(k, v)| (k.clone(), *v)).collect()
 }
 
-/// Memory held by the mounted filesystem (kB): Slab + VmallocUsed + Percpu deltas, if all present.
-pub fn held(d: &BTreeMap<String, i64>) -> Option<i64> {
-    Some(d.get("Slab")? + d.get("VmallocUsed")? + d.get("Percpu")?)
+/// Memory held by the mounted filesystem (kB): the slab change (`slab_bytes` from /proc/slabinfo
+/// when known, else meminfo's Slab) + VmallocUsed + Percpu deltas.
+pub fn held(d: &BTreeMap<String, i64>, slab_bytes: Option<i64>) -> Option<i64> {
+    let slab_kb = match slab_bytes {
+        Some(b) => b / 1024,
+        None => *d.get("Slab")?,
+    };
+    Some(slab_kb + d.get("VmallocUsed")? + d.get("Percpu")?)
+}
+
+/// Empty the page, dentry and inode caches and give deferred frees (RCU) a moment, twice.
+fn settle(enabled: bool) -> String {
+    let r = drop_caches(None, enabled).unwrap_or_else(|e| format!("failed: {e}"));
+    if enabled {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = drop_caches(None, true);
+    }
+    r
 }
 
 /// The experiment name a mount run is recorded under.
@@ -54,12 +69,12 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
             }
             _ => None,
         };
-        let cache_drop = drop_caches(None, !a.common.no_drop_caches).unwrap_or_else(|e| format!("failed: {e}"));
+        let cache_drop = settle(!a.common.no_drop_caches);
         let (m0, s0) = (read_meminfo(), read_slabinfo());
         let mount = run_shell(&a.mount_cmd)?;
         // Settle: what the mount read into the page cache, and dentries/inodes, are not held memory.
         if !a.common.no_drop_caches {
-            let _ = drop_caches(None, true);
+            settle(true);
         }
         let (m1, s1) = (read_meminfo(), read_slabinfo());
         let meminfo_delta_kb = match (&m0, &m1) {
@@ -67,13 +82,14 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
             _ => BTreeMap::new(),
         };
         let (slab_delta_bytes, slab_top_delta_bytes) = match (&s0, &s1) {
-            (Some(b), Some(a)) => {
-                let d = deltas(b, a, None);
+            (Some(b), Some(af)) => {
+                let mut d = deltas(b, af, None);
+                d.retain(|k, _| !a.exclude_slab.contains(k));
                 (Some(d.values().sum()), top_abs(&d, TOP_SLABS))
             }
             _ => (None, BTreeMap::new()),
         };
-        let held_kb = held(&meminfo_delta_kb);
+        let held_kb = held(&meminfo_delta_kb, slab_delta_bytes);
         say!(
             "mount run {}: {:.3} s{}{}{}",
             i + 1,
@@ -114,7 +130,8 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
         let h: BTreeMap<String, i64> = [("Slab".to_string(), 300), ("VmallocUsed".to_string(), 128), ("Percpu".to_string(), -8), ("Cached".to_string(), 999)].into();
-        assert_eq!(held(&h), Some(420));
-        assert_eq!(held(&BTreeMap::new()), None);
+        assert_eq!(held(&h, None), Some(420));
+        assert_eq!(held(&h, Some(100 * 1024)), Some(220));
+        assert_eq!(held(&BTreeMap::new(), None), None);
     }
 }
