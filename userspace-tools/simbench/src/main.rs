@@ -108,18 +108,9 @@ fn main() -> ExitCode {
         }
     };
     println!("{}", markdown(&report));
-    if let Some(p) = &cli.json {
-        let txt = match serde_json::to_string_pretty(&report) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("ferrofs-simbench: JSON: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Err(e) = std::fs::write(p, txt + "\n") {
-            eprintln!("ferrofs-simbench: writing {}: {e}", p.display());
-            return ExitCode::FAILURE;
-        }
+    if let Err(e) = write_json(cli.json.as_deref(), &report) {
+        eprintln!("ferrofs-simbench: {e}");
+        return ExitCode::FAILURE;
     }
     if let Err(e) = check_sane(&report) {
         eprintln!("ferrofs-simbench: {e}");
@@ -128,6 +119,13 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Writes `value` as pretty JSON to `path`, if one was given.
+fn write_json<T: serde::Serialize>(path: Option<&std::path::Path>, value: &T) -> Result<(), String> {
+    let Some(p) = path else { return Ok(()) };
+    let txt = serde_json::to_string_pretty(value).map_err(|e| format!("JSON: {e}"))?;
+    std::fs::write(p, txt + "\n").map_err(|e| format!("writing {}: {e}", p.display()))
 }
 
 fn dirty_main(cli: &Cli) -> ExitCode {
@@ -151,18 +149,9 @@ fn dirty_main(cli: &Cli) -> ExitCode {
         }
     };
     println!("{}", ferrofs_simbench::dirty::dirty_markdown(&r));
-    if let Some(p) = &cli.json {
-        let txt = match serde_json::to_string_pretty(&r) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("ferrofs-simbench: JSON: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Err(e) = std::fs::write(p, txt + "\n") {
-            eprintln!("ferrofs-simbench: writing {}: {e}", p.display());
-            return ExitCode::FAILURE;
-        }
+    if let Err(e) = write_json(cli.json.as_deref(), &r) {
+        eprintln!("ferrofs-simbench: {e}");
+        return ExitCode::FAILURE;
     }
     let done = r.phases.len() == cfg.levels.len() * if cfg.work_size > 0 { 3 } else { 2 } && !r.phases.iter().any(|p| p.gave_up);
     if !done || !r.fsck_clean {
