@@ -426,7 +426,8 @@ pub mod crashload {
         }
     }
 
-    fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
+    /// A random element of `v` (None if empty).
+    pub fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
         if v.is_empty() {
             None
         } else {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::{CreateArgs, Error, MountOptions, SetAttr, ROOT_INO, RENAME_EXCHANGE};
-use ferrofs_engine_tests::crashload::{diff, read_state, State};
+use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
 use ferrofs_engine_tests::*;
 
 /// Number of distinct workloads.
@@ -147,14 +147,6 @@ fn write_model(c: &mut Vec<u8>, off: u64, len: usize, b: u8) {
         c.resize(end, 0);
     }
     c[off as usize..end].fill(b);
-}
-
-fn pick(rng: &mut Rng, v: &[String]) -> Option<String> {
-    if v.is_empty() {
-        None
-    } else {
-        Some(v[rng.below(v.len() as u64) as usize].clone())
-    }
 }
 
 fn new_path(rng: &mut Rng, m: &Model, i: usize, prefix: &str) -> String {
