@@ -778,6 +778,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut group: P::Vec<(RecHdr, Loc)> = P::Vec::new();
         let mut group_stream = usize::MAX;
         let mut gap = false;
+        let mut damaged_gaps = 0u32;
         loop {
             for st in streams.iter_mut() {
                 self.stream_peek(st, chains, min_seq)?;
@@ -797,8 +798,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if seq != expected {
                 // A missing record: lost in a crash (a head buffer never written out, a torn
                 // program), or damage: a record that was durable no longer reads back.
+                // (each damaged spot costs a read of the rest of the log: at most MAX_DAMAGE)
+                const MAX_DAMAGE: u32 = 64;
                 let look = self.look_ahead(streams, chains, min_seq, expected)?;
-                if !look.durable {
+                if !look.durable || damaged_gaps >= MAX_DAMAGE {
                     gap = true;
                     self.log.next_seq = self.log.next_seq.max(look.max_seq.saturating_add(1));
                     self.dropped = self.dropped.saturating_add(look.records).saturating_add(group.len() as u64);
@@ -817,6 +820,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
                 d.missing = d.missing.saturating_add(seq.saturating_sub(expected));
+                damaged_gaps = damaged_gaps.saturating_add(1);
                 d.after = d.after.max(look.records);
                 self.dropped = self.dropped.saturating_add(group.len() as u64);
                 group.clear();
