@@ -787,10 +787,17 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
         };
         let mut read_only = read_only;
         if let Some(d) = fs.log_damage() {
-            pr_err!(
-                "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (segment {}, offset {}; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
-                index, d.first_missing, d.seg as i64, d.off, d.missing, d.after
-            );
+            if d.seg == u32::MAX {
+                pr_err!(
+                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (they read as never written; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                    index, d.first_missing, d.missing, d.after
+                );
+            } else {
+                pr_err!(
+                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (first bad spot: segment {}, offset {}; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                    index, d.first_missing, d.seg, d.off, d.missing, d.after
+                );
+            }
             // SAFETY: `sb` is being set up by us.
             unsafe { shim::ferrofs_sb_set_rdonly(sb) };
             read_only = true;
