@@ -701,10 +701,10 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
             match r {
                 Ok(()) => {}
                 Err(EError::Corrupt) => {
-                    return Err(fc_err(c_str!("ferrofs: the log is damaged (see the kernel log); the volume stays read-only")));
+                    return Err(fc_err(c_str!("the log is damaged (see the kernel log); the volume stays read-only")));
                 }
                 Err(EError::ReadOnly) => {
-                    return Err(fc_err(c_str!("ferrofs: the volume has features this version can only read; it stays read-only")));
+                    return Err(fc_err(c_str!("the volume has features this version can only read; it stays read-only")));
                 }
                 Err(e) => {
                     pr_err!("mtd{}: cannot remount read-write: error {:?}\n", info.mtd_index, e);
