@@ -48,10 +48,14 @@ static FS_TYPE: FsType = FsType(Opaque::new(bindings::file_system_type {
 struct Ferrofs;
 
 /// `file_system_type::kill_sb`: shut the superblock down (`put_super` unmounts the engine),
-/// then release the MTD device.
+/// then release the MTD device, then free what a failed `fill_super` left attached.
 unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
-    // SAFETY: the VFS passes a superblock of ours that was set up by `get_tree_mtd`.
-    unsafe { shim::ferrofs_kill_mtd_super(sb) };
+    // SAFETY: the VFS passes a superblock of ours that was set up by `get_tree_mtd`; it stays
+    // allocated until `kill_sb` returns.
+    unsafe {
+        shim::ferrofs_kill_mtd_super(sb);
+        vfs::free_unmounted(sb);
+    }
 }
 
 impl kernel::Module for Ferrofs {

@@ -135,3 +135,18 @@ struct folio *ferrofs_readahead_folio(struct readahead_control *rac) { return re
 struct inode *ferrofs_readahead_inode(struct readahead_control *rac) { return rac->mapping->host; }
 void ferrofs_mapping_set_error(struct address_space *m, int err) { mapping_set_error(m, err); }
 int ferrofs_filemap_write_and_wait(struct address_space *m) { return filemap_write_and_wait(m); }
+
+/* Lifecycle (remount, freeze, the background thread, security labels). */
+#include <linux/freezer.h>
+#include <linux/security.h>
+bool ferrofs_sb_rdonly(const struct super_block *sb) { return sb_rdonly(sb); }
+void ferrofs_sb_set_rdonly(struct super_block *sb) { sb->s_flags |= SB_RDONLY; }
+void ferrofs_sb_start_intwrite(struct super_block *sb) { sb_start_intwrite(sb); }
+void ferrofs_sb_end_intwrite(struct super_block *sb) { sb_end_intwrite(sb); }
+void ferrofs_set_freezable(void) { set_freezable(); }
+void ferrofs_set_current_interruptible(void) { set_current_state(TASK_INTERRUPTIBLE | TASK_FREEZABLE); }
+void ferrofs_set_current_running(void) { __set_current_state(TASK_RUNNING); }
+int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data)
+{ return security_inode_init_security(inode, dir, &dentry->d_name, ferrofs_initxattrs, fs_data); }
+const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len)
+{ *value = xs[i].value; *len = xs[i].value_len; return xs[i].name; }

@@ -16,6 +16,8 @@ int ferrofs_xattr_get(const struct xattr_handler *h, struct dentry *dentry, stru
 		      const char *name, void *buffer, size_t size);
 int ferrofs_xattr_set(const struct xattr_handler *h, struct mnt_idmap *idmap, struct dentry *dentry,
 		      struct inode *inode, const char *name, const void *value, size_t size, int flags);
+struct xattr;
+int ferrofs_initxattrs(struct inode *inode, const struct xattr *xattrs, void *fs_data);
 
 /* The shim. */
 loff_t ferrofs_i_size_read(const struct inode *inode);
@@ -86,5 +88,14 @@ struct inode *ferrofs_readahead_inode(struct readahead_control *rac);
 void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen, u64 fsid);
 void ferrofs_mapping_set_error(struct address_space *m, int err);
 int ferrofs_filemap_write_and_wait(struct address_space *m);
+bool ferrofs_sb_rdonly(const struct super_block *sb);
+void ferrofs_sb_set_rdonly(struct super_block *sb);
+void ferrofs_sb_start_intwrite(struct super_block *sb);
+void ferrofs_sb_end_intwrite(struct super_block *sb);
+void ferrofs_set_freezable(void);
+void ferrofs_set_current_interruptible(void);
+void ferrofs_set_current_running(void);
+int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data);
+const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len);
 
 #endif

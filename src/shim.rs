@@ -5,7 +5,7 @@
 use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
-    kmem_cache, kstatfs, mtd_info, readahead_control, seq_file, super_block, xattr_handler,
+    kmem_cache, kstatfs, mtd_info, readahead_control, seq_file, super_block, xattr, xattr_handler,
 };
 
 /// `fill_super` callback type taken by `get_tree_mtd`.
@@ -83,4 +83,13 @@ extern "C" {
     pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32, fsid: u64);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
     pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;
+    pub(crate) fn ferrofs_sb_rdonly(sb: *const super_block) -> bool;
+    pub(crate) fn ferrofs_sb_set_rdonly(sb: *mut super_block);
+    pub(crate) fn ferrofs_sb_start_intwrite(sb: *mut super_block);
+    pub(crate) fn ferrofs_sb_end_intwrite(sb: *mut super_block);
+    pub(crate) fn ferrofs_set_freezable();
+    pub(crate) fn ferrofs_set_current_interruptible();
+    pub(crate) fn ferrofs_set_current_running();
+    pub(crate) fn ferrofs_init_security(inode: *mut inode, dir: *mut inode, dentry: *const dentry, fs_data: *mut c_void) -> c_int;
+    pub(crate) fn ferrofs_xattr_entry(xs: *const xattr, i: usize, value: *mut *mut c_void, len: *mut usize) -> *const c_char;
 }

@@ -13,7 +13,7 @@
 //! errors reach the writer; the folio stays clean. Shared writable mappings dirty folios, which
 //! `writepages` hands to the engine.
 
-use kernel::ffi::{c_char, c_int, c_uint, c_void};
+use kernel::ffi::{c_char, c_int, c_long, c_uint, c_void};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
@@ -62,6 +62,28 @@ pub(crate) struct SbInfo {
     debugfs: AtomicPtr<bindings::dentry>,
     /// Statistics published in debugfs (refreshed every second, at sync and at unmount).
     stats: [AtomicU64; STAT_NAMES.len()],
+    /// Counts this state in `LIVE_SUPERBLOCKS` while it exists.
+    live: LiveToken,
+}
+
+/// Per-superblock states alive (published as /sys/kernel/debug/ferrofs/live_superblocks): with
+/// nothing mounted it must be 0, also after failed mounts.
+static LIVE_SUPERBLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one `SbInfo` in `LIVE_SUPERBLOCKS`.
+struct LiveToken;
+
+impl LiveToken {
+    fn new() -> Self {
+        LIVE_SUPERBLOCKS.fetch_add(1, Ordering::Relaxed);
+        LiveToken
+    }
+}
+
+impl Drop for LiveToken {
+    fn drop(&mut self) {
+        LIVE_SUPERBLOCKS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
@@ -316,6 +338,8 @@ static OPS: Ops = Ops {
         write_inode: Some(write_inode),
         evict_inode: Some(evict_inode),
         show_options: Some(show_options),
+        freeze_fs: Some(freeze_fs),
+        unfreeze_fs: Some(unfreeze_fs),
         ..zeroed()
     }),
     dir_iops: Table(bindings::inode_operations {
@@ -415,6 +439,8 @@ pub(crate) fn module_init() -> Result {
     // back as error pointers, which the other debugfs calls accept and ignore.
     let root = unsafe { shim::ferrofs_debugfs_dir(c_str!("ferrofs").as_char_ptr(), ptr::null_mut()) };
     DEBUGFS_ROOT.store(root, Ordering::Release);
+    // SAFETY: a static counter, which outlives the file (removed with the root at module exit).
+    unsafe { shim::ferrofs_debugfs_u64(c_str!("live_superblocks").as_char_ptr(), root, LIVE_SUPERBLOCKS.as_ptr()) };
     Ok(())
 }
 
@@ -434,22 +460,39 @@ pub(crate) fn module_exit() {
 // The background thread: periodic checkpoints (commit=) and background GC (gc=on)
 
 unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
-    // SAFETY: `data` is the superblock, which outlives the thread: `put_super` stops the
-    // thread before it frees anything.
-    let info = unsafe { sbi(data as *mut bindings::super_block) };
+    let sb = data as *mut bindings::super_block;
+    // SAFETY: `data` is the superblock, which outlives the thread: `put_super` (and a
+    // remount read-only) stop the thread before anything is freed.
+    let info = unsafe { sbi(sb) };
     let mut last_seq = info.lock().log_seq();
     let mut ticks = 0u32;
-    // SAFETY: called from the kthread itself.
-    while !unsafe { bindings::kthread_should_stop() } {
-        // SAFETY: plain sleep; returns early when kthread_stop wakes us.
-        unsafe { bindings::msleep_interruptible(1000) };
+    // SAFETY: called from the kthread itself: it takes part in system suspend (the freezer).
+    unsafe { shim::ferrofs_set_freezable() };
+    // SAFETY: a plain conversion.
+    let second = unsafe { bindings::__msecs_to_jiffies(1000) } as c_long;
+    loop {
+        // The sleep state is set before the stop test, so a `kthread_stop` after the test
+        // still wakes the sleep below at once: unmount does not wait for the timeout.
+        // SAFETY: called from the kthread itself.
+        unsafe { shim::ferrofs_set_current_interruptible() };
         // SAFETY: as above.
         if unsafe { bindings::kthread_should_stop() } {
+            // SAFETY: as above.
+            unsafe { shim::ferrofs_set_current_running() };
+            break;
+        }
+        // SAFETY: sleeps (freezable) until the timeout or a wake-up; returns running.
+        unsafe { bindings::schedule_timeout(second) };
+        // SAFETY: called from the kthread itself, running; enters the freezer if a system
+        // suspend is freezing tasks.
+        if unsafe { bindings::kthread_freezable_should_stop(ptr::null_mut()) } {
             break;
         }
         ticks = ticks.saturating_add(1);
         let mut fs = info.lock();
-        if fs.is_read_only() || fs.is_failed() {
+        // Read-only (remount, freeze, a read-only mount) or failed: nothing to do.
+        // SAFETY: `sb` is mounted (see above).
+        if fs.is_read_only() || fs.is_failed() || unsafe { shim::ferrofs_sb_rdonly(sb) } {
             continue;
         }
         if info.opts.gc {
@@ -469,6 +512,47 @@ unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
         info.publish_stats(&fs);
     }
     0
+}
+
+/// Start the background thread of a read-write superblock.
+///
+/// # Safety
+///
+/// `sb` must be fully set up by `fill_super` and not being torn down; the caller holds
+/// `s_umount` (or is `fill_super`), so `bg` has no concurrent writer.
+unsafe fn start_bg(sb: *mut bindings::super_block) {
+    // SAFETY: per the contract.
+    let info = unsafe { sbi(sb) };
+    if !info.bg.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    let mut name = [0u8; 16];
+    let mut w = ByteWriter { buf: &mut name, len: 0 };
+    let _ = core::fmt::write(&mut w, format_args!("mtd{}", info.mtd_index));
+    // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s" and
+    // `name` is NUL-terminated (ByteWriter keeps the last byte zero).
+    let task = unsafe {
+        bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
+    };
+    let task = match kernel::error::from_err_ptr(task) {
+        Ok(t) => t,
+        Err(e) => {
+            pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, e.to_errno());
+            return;
+        }
+    };
+    info.bg.store(task, Ordering::Release);
+    // SAFETY: `task` is a freshly created kthread.
+    unsafe { bindings::wake_up_process(task) };
+}
+
+/// Stop the background thread, if it runs (it wakes at once and exits).
+fn stop_bg(info: &SbInfo) {
+    let task = info.bg.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !task.is_null() {
+        // SAFETY: `task` is our kthread, which only returns once asked to stop.
+        unsafe { bindings::kthread_stop(task) };
+    }
 }
 
 /// Start the background thread and publish the debugfs statistics of a mounted superblock.
@@ -492,23 +576,10 @@ unsafe fn start_services(sb: *mut bindings::super_block, read_only: bool) {
         unsafe { shim::ferrofs_debugfs_u64(n.as_char_ptr(), dir, slot.as_ptr()) };
     }
     info.publish_stats(&info.lock());
-    if read_only {
-        return;
+    if !read_only {
+        // SAFETY: per the contract.
+        unsafe { start_bg(sb) };
     }
-    // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s".
-    let task = unsafe {
-        bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
-    };
-    let task = match kernel::error::from_err_ptr(task) {
-        Ok(t) => t,
-        Err(e) => {
-            pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, e.to_errno());
-            return;
-        }
-    };
-    info.bg.store(task, Ordering::Release);
-    // SAFETY: `task` is a freshly created kthread.
-    unsafe { bindings::wake_up_process(task) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -603,31 +674,93 @@ pub(crate) unsafe extern "C" fn ferrofs_get_tree(fc: *mut bindings::fs_context) 
     unsafe { shim::ferrofs_get_tree_mtd(fc, fill_super) }
 }
 
-/// `fs_context_operations::reconfigure` (remount). Options can change; a read-only mount
-/// cannot become writable, since it recovered in RAM only.
+/// `fs_context_operations::reconfigure` (remount).
+///
+/// rw -> ro: write everything out (`sync_filesystem`), stop the background thread, and switch
+/// the engine to read-only (a checkpoint, then nothing more is written, unmount included).
+/// ro -> rw: switch the engine back (after a read-only mount this finishes the mount: orphans,
+/// new log heads, a checkpoint; a root file system is mounted read-only, then remounted
+/// read-write) and restart the background thread. Refused when the log is damaged or the
+/// volume has unknown read-only features.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_context) -> c_int {
     from_result(|| {
         // SAFETY: `fc` is a reconfiguration context of a mounted ferrofs.
         let sb = unsafe { shim::ferrofs_fc_root_sb(fc) };
         // SAFETY: as above.
-        let (new_flags, old_ro) = unsafe { (shim::ferrofs_fc_sb_flags(fc), (*sb).s_flags as u32 & SB_RDONLY != 0) };
+        let (new_flags, old_ro) = unsafe { (shim::ferrofs_fc_sb_flags(fc), shim::ferrofs_sb_rdonly(sb)) };
         let new_ro = new_flags & SB_RDONLY != 0;
         // SAFETY: `sb` is mounted.
         let info = unsafe { sbi(sb) };
-        if old_ro && !new_ro && info.lock().is_read_only() {
+        let fc_err = |msg: &'static CStr| {
             // SAFETY: `fc` is valid; the message is a static string.
-            return Err(Error::from_errno(unsafe {
-                shim::ferrofs_fc_error(fc, c_str!("ferrofs: a read-only mount cannot be remounted read-write; unmount and mount it again").as_char_ptr())
-            }));
+            Error::from_errno(unsafe { shim::ferrofs_fc_error(fc, msg.as_char_ptr()) })
+        };
+        if old_ro && !new_ro {
+            let r = info.lock().set_read_only(false);
+            match r {
+                Ok(()) => {}
+                Err(EError::Corrupt) => {
+                    return Err(fc_err(c_str!("the log is damaged (see the kernel log); the volume stays read-only")));
+                }
+                Err(EError::ReadOnly) => {
+                    return Err(fc_err(c_str!("the volume has features this version can only read; it stays read-only")));
+                }
+                Err(e) => {
+                    pr_err!("mtd{}: cannot remount read-write: error {:?}\n", info.mtd_index, e);
+                    return Err(kerr(e));
+                }
+            }
+            // SAFETY: `sb` is mounted and the caller holds s_umount.
+            unsafe { start_bg(sb) };
+            pr_info!("mtd{}: remounted read-write\n", info.mtd_index);
+            return Ok(0);
         }
         // SAFETY: `sb` is mounted and the caller holds s_umount.
         to_result(unsafe { bindings::sync_filesystem(sb) })?;
         if !old_ro && new_ro {
-            info.lock().sync().map_err(kerr)?;
+            stop_bg(info);
+            let r = info.lock().set_read_only(true);
+            if let Err(e) = r {
+                // stay read-write, as the VFS does when this fails
+                pr_err!("mtd{}: cannot remount read-only: checkpoint error {:?}\n", info.mtd_index, e);
+                let _ = info.lock().set_read_only(false);
+                // SAFETY: as above.
+                unsafe { start_bg(sb) };
+                return Err(kerr(e));
+            }
+            info.publish_stats(&info.lock());
         }
         Ok(0)
     })
+}
+
+/// `super_operations::freeze_fs` (after `freeze_super` synced everything): the engine turns
+/// read-only, so neither the background thread nor anything else programs the flash while
+/// the filesystem is frozen.
+unsafe extern "C" fn freeze_fs(sb: *mut bindings::super_block) -> c_int {
+    // SAFETY: `sb` is mounted; the VFS holds s_umount.
+    let info = unsafe { sbi(sb) };
+    let mut fs = info.lock();
+    match fs.set_read_only(true) {
+        Ok(()) => 0,
+        Err(e) => {
+            // the freeze fails: writable again
+            let _ = fs.set_read_only(false);
+            kerr(e).to_errno()
+        }
+    }
+}
+
+/// `super_operations::unfreeze_fs`.
+unsafe extern "C" fn unfreeze_fs(sb: *mut bindings::super_block) -> c_int {
+    // SAFETY: `sb` is mounted; the VFS holds s_umount.
+    let info = unsafe { sbi(sb) };
+    let r = info.lock().set_read_only(false);
+    match r {
+        Ok(()) => 0,
+        Err(e) => kerr(e).to_errno(),
+    }
 }
 
 /// `fill_super` for `get_tree_mtd`.
@@ -639,9 +772,9 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
         let flash = unsafe { MtdFlash::new(shim::ferrofs_sb_mtd(sb))? };
         let index = flash.index;
         // SAFETY: `sb` is being set up by us.
-        let read_only = unsafe { (*sb).s_flags } as u32 & SB_RDONLY != 0;
+        let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
         let mopts = MountOptions { read_only, ..MountOptions::default() };
-        let fs = match Engine::mount(flash, mopts) {
+        let mut fs = match Engine::mount(flash, mopts) {
             Ok(fs) => fs,
             Err((e, _flash)) => {
                 match e {
@@ -652,6 +785,44 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
                 return Err(kerr(e));
             }
         };
+        let mut read_only = read_only;
+        if let Some(d) = fs.log_damage() {
+            if d.seg == u32::MAX {
+                pr_err!(
+                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (they read as never written; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                    index, d.first_missing, d.missing, d.after
+                );
+            } else {
+                pr_err!(
+                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (first bad spot: segment {}, offset {}; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                    index, d.first_missing, d.seg, d.off, d.missing, d.after
+                );
+            }
+            // SAFETY: `sb` is being set up by us.
+            unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+            read_only = true;
+        }
+        // Check the root before anything is attached to `sb`: a failure then frees everything
+        // here (`put_super` never runs for a superblock without a root).
+        let root = {
+            // SAFETY: paired with the restore below.
+            let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
+            let r = fs.getattr(crate::engine::fs::ROOT_INO);
+            // SAFETY: restores the flags saved above.
+            unsafe { shim::ferrofs_memalloc_nofs_restore(nofs) };
+            r
+        };
+        let root = match root {
+            Ok(r) => r,
+            Err(e) => {
+                pr_err!("mtd{}: cannot mount: the root directory cannot be read (error {:?})\n", index, e);
+                return Err(kerr(e));
+            }
+        };
+        if root.mode & S_IFMT != S_IFDIR {
+            pr_err!("mtd{}: corrupt filesystem: the root is not a directory\n", index);
+            return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
+        }
         let info = KBox::pin_init(
             pin_init!(SbInfo {
                 engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
@@ -660,12 +831,14 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
                 bg: AtomicPtr::new(ptr::null_mut()),
                 debugfs: AtomicPtr::new(ptr::null_mut()),
                 stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+                live: LiveToken::new(),
             }),
             GFP_KERNEL,
         )?;
         // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
         // The box is unpinned only to be stored as a raw pointer; it is never moved and is
-        // freed (in place) by `put_super`.
+        // freed (in place) by `put_super`, or by `kill_sb` (`free_unmounted`) when this
+        // function fails after this point.
         unsafe {
             (*sb).s_fs_info = KBox::into_raw(Pin::into_inner_unchecked(info)).cast();
             (*sb).s_magic = SB_MAGIC as _;
@@ -678,11 +851,6 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
         }
         // SAFETY: `sb` is set up with a valid `s_fs_info`.
         let info = unsafe { sbi(sb) };
-        let root = info.lock().getattr(crate::engine::fs::ROOT_INO).map_err(kerr)?;
-        if root.mode & S_IFMT != S_IFDIR {
-            pr_err!("mtd{}: corrupt filesystem: the root is not a directory\n", index);
-            return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
-        }
         // SAFETY: `sb` is set up; `iget` returns a referenced inode, which `d_make_root`
         // consumes (also on failure).
         unsafe {
@@ -710,11 +878,7 @@ unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     {
         // SAFETY: the superblock is still set up.
         let info = unsafe { sbi(sb) };
-        let task = info.bg.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !task.is_null() {
-            // SAFETY: `task` is our kthread, which only returns once asked to stop.
-            unsafe { bindings::kthread_stop(task) };
-        }
+        stop_bg(info);
         // SAFETY: the directory (or null/error pointer) was created by `start_services`.
         unsafe { shim::ferrofs_debugfs_remove(info.debugfs.swap(ptr::null_mut(), Ordering::AcqRel)) };
     }
@@ -724,12 +888,35 @@ unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     let index = info.mtd_index;
     let mut fs = info.lock();
-    if !fs.is_read_only() {
+    // SAFETY: `sb` is still valid (being shut down).
+    if !fs.is_read_only() && !unsafe { shim::ferrofs_sb_rdonly(sb) } {
         if let Err(e) = fs.sync() {
             pr_err!("mtd{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", index, e);
         }
     }
     drop(fs);
+    drop(info);
+}
+
+/// Called by `kill_sb` after `kill_mtd_super`: free the per-superblock state of a superblock
+/// whose `fill_super` failed after attaching it (`put_super` runs only for a superblock with a
+/// root, and nulls `s_fs_info`). Nothing is written: the mount wrote its checkpoint already.
+///
+/// # Safety
+///
+/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` (no inode, no thread left).
+pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
+    // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
+    let p = unsafe { (*sb).s_fs_info } as *mut SbInfo;
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { (*sb).s_fs_info = ptr::null_mut() };
+    // SAFETY: a non-null `s_fs_info` is the box `fill_super` stored; the thread and debugfs
+    // directory are created only after `fill_super` can no longer fail.
+    let info = unsafe { KBox::from_raw(p) };
+    stop_bg(&info);
     drop(info);
 }
 
@@ -839,7 +1026,8 @@ unsafe extern "C" fn write_inode(inode: *mut bindings::inode, _wbc: *mut binding
     // SAFETY: the VFS passes a live inode.
     let (info, ino, a, t) = unsafe { (isbi(inode), (*inode).i_ino as u64, vfs_attrs(inode), now(inode)) };
     let mut fs = info.lock();
-    if fs.is_read_only() {
+    // SAFETY: the inode's superblock is mounted.
+    if fs.is_read_only() || unsafe { shim::ferrofs_sb_rdonly((*inode).i_sb) } {
         return 0;
     }
     match fs.setattr(ino, &a, t) {
@@ -854,15 +1042,20 @@ unsafe extern "C" fn evict_inode(inode: *mut bindings::inode) {
     unsafe {
         bindings::truncate_inode_pages_final(&mut (*inode).i_data);
         bindings::clear_inode(inode);
-        if (*inode).__bindgen_anon_1.i_nlink == 0 {
+        let sb = (*inode).i_sb;
+        if (*inode).__bindgen_anon_1.i_nlink == 0 && !bindings::is_bad_inode(inode) && !shim::ferrofs_sb_rdonly(sb) {
             let info = isbi(inode);
             let ino = (*inode).i_ino as u64;
+            // Waits while the filesystem is frozen (the engine is read-only then), as ext4.
+            shim::ferrofs_sb_start_intwrite(sb);
             let mut fs = info.lock();
             if !fs.is_read_only() {
                 if let Err(e) = fs.evict(ino) {
                     pr_warn!("mtd{}: could not free deleted inode {} ({:?}); it stays on the orphan list\n", info.mtd_index, ino, e);
                 }
             }
+            drop(fs);
+            shim::ferrofs_sb_end_intwrite(sb);
         }
     }
 }
@@ -927,9 +1120,74 @@ unsafe fn make_node(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, 
                 }
             }
         }
+        // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
+        // Without an LSM (the test kernel has none) this returns 0 without calling back.
+        let mut ctx = SecCtx { info, ino: a.ino, now: t };
+        let r = shim::ferrofs_init_security(inode, dir, dentry, ptr::addr_of_mut!(ctx).cast());
+        if r != 0 {
+            // Undo the creation: drop the name; the inode goes with this last reference.
+            let res = {
+                let mut fs = info.lock();
+                let r = if mode & S_IFMT == S_IFDIR && target.is_none() { fs.rmdir(dino, name, t) } else { fs.unlink(dino, name, t) };
+                r.map_err(kerr).and_then(|_| refresh(&mut fs, dir))
+            };
+            if let Err(e) = res {
+                pr_warn!("mtd{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.mtd_index, a.ino, e.to_errno());
+            }
+            bindings::clear_nlink(inode);
+            bindings::iput(inode);
+            return Err(Error::from_errno(r));
+        }
         bindings::d_instantiate(dentry, inode);
     }
     Ok(())
+}
+
+/// What `ferrofs_initxattrs` needs: the new inode in the engine.
+struct SecCtx<'a> {
+    info: &'a SbInfo,
+    ino: u64,
+    now: Timespec,
+}
+
+/// `initxattrs` callback of `security_inode_init_security`: store each LSM attribute as
+/// `security.NAME`.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ferrofs_initxattrs(_inode: *mut bindings::inode, xattrs: *const bindings::xattr, fs_data: *mut c_void) -> c_int {
+    // SAFETY: `fs_data` is the `SecCtx` that `make_node` passed, alive during the call.
+    let ctx = unsafe { &*(fs_data as *const SecCtx<'_>) };
+    let mut i = 0usize;
+    loop {
+        let mut value: *mut c_void = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: the LSM passes an array ended by an entry with a null name.
+        let name = unsafe { shim::ferrofs_xattr_entry(xattrs, i, &mut value, &mut len) };
+        if name.is_null() {
+            return 0;
+        }
+        // SAFETY: a NUL-terminated suffix owned by the LSM for the call.
+        let suffix = unsafe { cstr(name) };
+        let val: &[u8] = if value.is_null() || len == 0 {
+            &[]
+        } else {
+            // SAFETY: `value` holds `len` bytes for the call.
+            unsafe { core::slice::from_raw_parts(value as *const u8, len) }
+        };
+        const PREFIX: &[u8] = b"security.";
+        let mut full = [0u8; 256];
+        let n = PREFIX.len() + suffix.len();
+        let Some(dst) = full.get_mut(..n) else {
+            return ERANGE.to_errno();
+        };
+        let (p, s) = dst.split_at_mut(PREFIX.len());
+        p.copy_from_slice(PREFIX);
+        s.copy_from_slice(suffix);
+        let r = ctx.info.lock().setxattr(ctx.ino, dst, val, 0, ctx.now);
+        if let Err(e) = r {
+            return kerr(e).to_errno();
+        }
+        i += 1;
+    }
 }
 
 unsafe extern "C" fn create(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, mode: bindings::umode_t, _excl: bool) -> c_int {
@@ -1306,23 +1564,51 @@ unsafe extern "C" fn listxattr(dentry: *mut bindings::dentry, list: *mut c_char,
         let inode = unsafe { shim::ferrofs_d_inode(dentry) };
         // SAFETY: `inode` is live.
         let (info, ino) = unsafe { (isbi(inode), (*inode).i_ino as u64) };
-        let mut fs = info.lock();
-        let need = fs.listxattr(ino, &mut []).map_err(kerr)?;
-        if size == 0 {
-            return Ok(need as isize);
+        let (all, n) = {
+            let mut fs = info.lock();
+            let need = fs.listxattr(ino, &mut []).map_err(kerr)?;
+            let mut all = KVVec::<u8>::from_elem(0u8, need, GFP_KERNEL)?;
+            let n = fs.listxattr(ino, all.as_mut_slice()).map_err(kerr)?;
+            (all, n)
+        };
+        let all = all.as_slice().get(..n).ok_or(EIO)?;
+        // trusted.* names only for CAP_SYS_ADMIN (the VFS checks get/set, not list), as ubifs
+        let mut admin: Option<bool> = None;
+        let mut visible = |name: &[u8]| -> bool {
+            if !name.starts_with(b"trusted.") {
+                return true;
+            }
+            // SAFETY: a capability test of the calling task.
+            *admin.get_or_insert_with(|| unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as c_int) })
+        };
+        let mut total = 0usize;
+        let mut out: &mut [u8] = if size == 0 {
+            &mut []
+        } else {
+            // SAFETY: `list` is a kernel buffer of `size` bytes from vfs_listxattr.
+            unsafe { core::slice::from_raw_parts_mut(list as *mut u8, size) }
+        };
+        for name in all.split_inclusive(|&b| b == 0) {
+            if name.len() <= 1 || !visible(name) {
+                continue;
+            }
+            total += name.len();
+            if size != 0 {
+                let Some((dst, rest)) = core::mem::take(&mut out).split_at_mut_checked(name.len()) else {
+                    return Err(ERANGE);
+                };
+                dst.copy_from_slice(name);
+                out = rest;
+            }
         }
-        if need > size {
-            return Err(ERANGE);
-        }
-        // SAFETY: `list` is a kernel buffer of `size` bytes from vfs_listxattr.
-        let out = unsafe { core::slice::from_raw_parts_mut(list as *mut u8, size) };
-        Ok(fs.listxattr(ino, out).map_err(kerr)? as isize)
+        Ok(total as isize)
     })();
     match res {
         Ok(n) => n,
         Err(e) => e.to_errno() as isize,
     }
 }
+
 
 // ---------------------------------------------------------------------------------------------
 // Files and the page cache
@@ -1338,7 +1624,7 @@ unsafe extern "C" fn fsync(file: *mut bindings::file, start: bindings::loff_t, e
             let a = vfs_attrs(inode);
             let t = now(inode);
             let mut fs = info.lock();
-            if fs.is_read_only() {
+            if fs.is_read_only() || shim::ferrofs_sb_rdonly((*inode).i_sb) {
                 return Ok(0);
             }
             fs.setattr(ino, &a, t).map_err(kerr)?;

@@ -86,6 +86,11 @@ pub fn segtab_chunks(segments: u32) -> u32 {
 
 /// Record flag: more records of the same atomic operation follow in this head.
 pub const FLAG_CONT: u8 = 1;
+/// Padding-record flag: a device flush followed this record (written by fsync's flush of the
+/// heads). A record numbered higher on the medium proves that flush completed, so every record
+/// numbered lower was durable (recovery tells damage from a crash with it). Older engines
+/// ignore it: they skip padding.
+pub const FLAG_SYNC: u8 = 2;
 
 /// Key kinds, in index order.
 pub mod kind {

@@ -7,12 +7,12 @@ use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{
     get_seginfo, kind, put_seginfo, rtype, segstate, CpHeader, Inode, Key, Loc, RecHdr, SegInfo,
     Stats, Superblock, Timespec, CP_HDR_SIZE, SEGTAB_ENTRIES, FEATURE_COMPAT, FEATURE_INCOMPAT_HASHED_DIRS,
-    FEATURE_INCOMPAT_SUPPORTED, FEATURE_RO_COMPAT_SUPPORTED, FLAG_CONT, FORMAT_VERSION,
+    FEATURE_INCOMPAT_SUPPORTED, FEATURE_RO_COMPAT_SUPPORTED, FLAG_CONT, FLAG_SYNC, FORMAT_VERSION,
     HEAD_COLD, HEAD_META, INODE_SIZE, MAX_CP_SEGS, NO_SEG, NUM_HEADS, REC_HDR,
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, SEG_RETIRE, SEG_SCRUB};
+use crate::engine::log::{Log, Scan, SEG_RETIRE, SEG_SCRUB};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -106,6 +106,15 @@ pub struct Engine<P: Platform, F: Flash> {
     dropped: u64,
     /// Roll-forward: the last inode found to exist (0 = none), reset by every DELETE.
     replay_ok_ino: u64,
+    /// Damage the last mount found in the log (the mount is then read-only for good).
+    damage: Option<LogDamage>,
+    /// Mounted read-only: the end of the mount (orphans, new heads, first checkpoint) is
+    /// still to do before the first write (see [`Engine::set_read_only`]).
+    mount_pending: bool,
+    /// `log.failed` as it was when a read-write mount turned read-only.
+    failed_before_ro: bool,
+    /// Unknown read-only-compatible features: never writable.
+    ro_compat_unknown: bool,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -217,6 +226,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             pinned: P::Vec::new(),
             dropped: 0,
             replay_ok_ino: 0,
+            damage: None,
+            mount_pending: false,
+            failed_before_ro: false,
+            ro_compat_unknown: false,
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -301,6 +314,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         {
             return Err((Error::BadFormat, log.flash));
         }
+        if let Err(e) = Self::check_superblock(&sb) {
+            return Err((e, log.flash));
+        }
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
         let mut eng = Engine {
@@ -317,6 +333,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             pinned: P::Vec::new(),
             dropped: 0,
             replay_ok_ino: 0,
+            damage: None,
+            mount_pending: false,
+            failed_before_ro: false,
+            ro_compat_unknown: ro,
         };
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
@@ -326,6 +346,48 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Ok(()) => Ok(eng),
             Err(e) => Err((e, eng.log.flash)),
         }
+    }
+
+    /// Validate the superblock fields that size allocations, loops and reads at mount (the
+    /// version, features and geometry are checked by the caller). The CRC only proves that
+    /// the superblock is intact, not that whoever wrote it was honest: every field is
+    /// checked against what `format` can produce, with the arithmetic in u64.
+    fn check_superblock(sb: &Superblock) -> Result<()> {
+        let wu = u64::from(sb.write_unit);
+        let ss = u64::from(sb.segment_size);
+        if wu == 0 || ss % wu != 0 || ss < 16384 || ss < wu.saturating_mul(4) || sb.segment_count < 16 {
+            return Err(Error::BadFormat);
+        }
+        let area_segs = sb.cp_area_segs as usize;
+        if area_segs == 0 || area_segs > MAX_CP_SEGS {
+            return Err(Error::BadFormat);
+        }
+        // the checkpoint blob: exactly CP_HDR_SIZE + one location per segment-table chunk
+        let need = Self::cp_blob_len(sb.segment_count);
+        let slot = u64::from(sb.cp_slot_size);
+        let area = u64::from(sb.cp_area_segs).saturating_mul(ss);
+        if slot < need || slot % wu != 0 || slot > area {
+            return Err(Error::BadFormat);
+        }
+        // superblock and checkpoint segments: on the device, all distinct
+        let mut seen = [NO_SEG; 2 + 2 * MAX_CP_SEGS];
+        let mut n = 0usize;
+        let used = sb.sb_segs.iter().chain(sb.cp_segs.iter().flat_map(|a| a.iter().take(area_segs)));
+        for &s in used {
+            if s >= sb.segment_count || seen.get(..n).is_some_and(|x| x.contains(&s)) {
+                return Err(Error::BadFormat);
+            }
+            if let Some(x) = seen.get_mut(n) {
+                *x = s;
+            }
+            n = n.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// Length of a checkpoint blob for `segments` segments.
+    fn cp_blob_len(segments: u32) -> u64 {
+        CP_HDR_SIZE as u64 + u64::from(crate::engine::format::segtab_chunks(segments)) * Loc::SIZE as u64
     }
 
     fn slots_per_area(&self) -> u32 {
@@ -377,39 +439,50 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // 1. newest valid checkpoint
         let slots = self.slots_per_area();
         let slot_size = u64::from(self.sb.cp_slot_size);
-        let mut tried_below = u64::MAX;
+        // Only the blob's own length is read (validated against the slot size at mount), in
+        // a heap buffer (MTD drivers may DMA into it).
+        let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::BadFormat)?;
         let mut blob = P::Vec::new();
-        blob.try_resize(self.sb.cp_slot_size as usize, 0u8)?;
-        let found;
-        loop {
-            let mut best: Option<(u64, usize, u32)> = None;
-            for a in 0..2 {
-                for s in 0..slots {
-                    let mut hb = [0u8; CP_HDR_SIZE];
-                    if self.cp_read(a, u64::from(s) * slot_size, &mut hb).is_err() {
-                        continue;
-                    }
-                    if let Ok((h, _)) = CpHeader::decode(&mut Reader::new(&hb)) {
-                        if h.serial == self.sb.serial && h.seq < tried_below && best.is_none_or(|b| h.seq > b.0) {
-                            best = Some((h.seq, a, s));
-                        }
+        blob.try_resize(blob_len.max(CP_HDR_SIZE), 0u8)?;
+        // One pass over the slots collects the candidate headers; the newest are then
+        // validated, each once (not one pass over every slot per candidate).
+        let mut cands: P::Vec<(u64, u8, u32)> = P::Vec::new();
+        for a in 0..2u8 {
+            for s in 0..slots {
+                let hb = blob.as_mut_slice().get_mut(..CP_HDR_SIZE).ok_or(Error::Corrupt)?;
+                if self.cp_read(usize::from(a), u64::from(s) * slot_size, hb).is_err() {
+                    continue;
+                }
+                if let Ok((h, _)) = CpHeader::decode(&mut Reader::new(hb)) {
+                    if h.serial == self.sb.serial {
+                        cands.try_push((h.seq, a, s))?;
                     }
                 }
             }
-            let (seq, a, s) = match best {
-                Some(b) => b,
-                None => return Err(Error::Corrupt),
-            };
-            tried_below = seq;
-            if self.cp_read(a, u64::from(s) * slot_size, blob.as_mut_slice()).is_err() {
+        }
+        // newest first, at most CP_TRIES of them (no sort: it could panic on a bad order)
+        const CP_TRIES: u32 = 16;
+        let mut found = None;
+        let mut below = u64::MAX;
+        for _ in 0..CP_TRIES {
+            let mut best: Option<(u64, u8, u32)> = None;
+            for &c in cands.as_slice() {
+                if c.0 < below && best.is_none_or(|b| c.0 > b.0) {
+                    best = Some(c);
+                }
+            }
+            let Some((seq, a, s)) = best else { break };
+            below = seq;
+            if self.cp_read(usize::from(a), u64::from(s) * slot_size, blob.as_mut_slice()).is_err() {
                 continue;
             }
             if let Ok(h) = self.validate_cp(blob.as_slice()) {
-                found = (h, a, s);
+                found = Some((h, usize::from(a), s));
                 break;
             }
         }
-        let (cp, a, s) = found;
+        drop(cands);
+        let (cp, a, s) = found.ok_or(Error::Corrupt)?;
         // The slots after the newest valid checkpoint may hold a torn write: never program
         // them again; the next checkpoint goes to the other area (erased first).
         let _ = s;
@@ -488,6 +561,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 continue;
             }
+            if hs.off > self.sb.segment_size {
+                return Err(Error::Corrupt);
+            }
             chains.try_push((hs.seg, hs.seg_seq))?;
             let (mut cur, mut cur_seq, mut next) = (hs.seg, hs.seg_seq, hs.next);
             let mut guard = 0u32;
@@ -534,16 +610,78 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq, cp.next_seq)?;
         self.tree.set_replay(false);
         self.log.stats.replayed = replayed;
+        if self.damage.is_some() {
+            // durable records were lost in the middle of the log: what follows was recovered,
+            // but the state is not one the operations produced. Never write on top of it.
+            self.opts.read_only = true;
+        }
         if self.opts.read_only {
             // nothing may be written: keep the replayed changes in RAM
             self.tree.set_replay(true);
             self.log.failed = true;
+            self.mount_pending = true;
             return Ok(());
         }
-        // 4. reclaim orphans, then checkpoint so the next mount starts here
+        self.finish_mount()
+    }
+
+    /// The writing part of a mount: reclaim orphans, open new heads (torn tails are never
+    /// programmed again), checkpoint so the next mount starts here.
+    fn finish_mount(&mut self) -> Result<()> {
+        self.tree.set_replay(false);
         self.reclaim_orphans()?;
         self.log.open_heads()?;
         self.checkpoint()
+    }
+
+    /// Switch between read-only and read-write at run time (`mount -o remount,ro|rw`).
+    ///
+    /// To read-only: checkpoint (everything reaches the medium), then refuse every mutation
+    /// with `ReadOnly` and write nothing, `unmount` included. To read-write: after a
+    /// read-only mount, finish the mount (orphans, new heads, a checkpoint); after a
+    /// read-write mount turned read-only, simply resume. Refused (`ReadOnly`, nothing
+    /// changed) when the volume has unknown read-only features, and (`Corrupt`) when the
+    /// mount found damage in the log (see [`Engine::log_damage`]). A failed checkpoint on
+    /// the way to read-only still leaves the engine read-only, and returns the error.
+    pub fn set_read_only(&mut self, ro: bool) -> Result<()> {
+        if ro == self.opts.read_only {
+            return Ok(());
+        }
+        if ro {
+            let r = if self.log.failed { Ok(()) } else { self.checkpoint() };
+            self.failed_before_ro = self.log.failed;
+            self.log.failed = true;
+            self.opts.read_only = true;
+            return r;
+        }
+        if self.damage.is_some() {
+            return Err(Error::Corrupt);
+        }
+        if self.ro_compat_unknown {
+            return Err(Error::ReadOnly);
+        }
+        if self.mount_pending {
+            self.log.failed = false;
+            self.opts.read_only = false;
+            if let Err(e) = self.finish_mount() {
+                // leave the engine read-only; the in-RAM replay state stays usable for reads
+                self.tree.set_replay(true);
+                self.log.failed = true;
+                self.opts.read_only = true;
+                return Err(e);
+            }
+            self.mount_pending = false;
+            return Ok(());
+        }
+        self.log.failed = self.failed_before_ro;
+        self.opts.read_only = false;
+        Ok(())
+    }
+
+    /// Damage found in the log by the mount (durable records lost in the middle of the log,
+    /// valid records after them): the mount recovered what follows and is read-only.
+    pub fn log_damage(&self) -> Option<LogDamage> {
+        self.damage
     }
 
     fn release_reserved(&mut self, s: u32) -> Result<()> {
@@ -586,7 +724,24 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             let (seg, seg_seq) = *chains.get(st.idx).ok_or(Error::Corrupt)?;
             let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-            let r = self.log.scan(seg, st.off, seg_seq, &mut tmp);
+            let r = match self.log.scan_at(seg, st.off, seg_seq, &mut tmp) {
+                Ok(Scan::Rec(h, l)) => Ok(Some((h, l))),
+                Ok(Scan::End) => Ok(None),
+                Ok(Scan::Bad) => {
+                    // A torn program (nothing valid follows: the end of the log) or damage
+                    // (valid records of this segment follow): continue after it. Whether
+                    // what it held was durable is decided at the gap it leaves, see `replay`.
+                    let at = Log::<P, F>::align_pos(self.log.geo.write_unit.max(1), st.off);
+                    let r = self.log.resync(seg, at, seg_seq, &mut tmp);
+                    if let Ok(Some(_)) = r {
+                        if st.bad.is_none() {
+                            st.bad = Some((seg, at));
+                        }
+                    }
+                    r
+                }
+                Err(e) => Err(e),
+            };
             self.buf = tmp;
             match r? {
                 Some((h, loc)) => {
@@ -623,6 +778,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut group: P::Vec<(RecHdr, Loc)> = P::Vec::new();
         let mut group_stream = usize::MAX;
         let mut gap = false;
+        let mut damaged_gaps = 0u32;
         loop {
             for st in streams.iter_mut() {
                 self.stream_peek(st, chains, min_seq)?;
@@ -640,8 +796,36 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 None => break,
             };
             if seq != expected {
-                gap = true;
-                break;
+                // A missing record: lost in a crash (a head buffer never written out, a torn
+                // program), or damage: a record that was durable no longer reads back.
+                // (each damaged spot costs a read of the rest of the log: at most MAX_DAMAGE)
+                const MAX_DAMAGE: u32 = 64;
+                let look = self.look_ahead(streams, chains, min_seq, expected)?;
+                if !look.durable || damaged_gaps >= MAX_DAMAGE {
+                    gap = true;
+                    self.log.next_seq = self.log.next_seq.max(look.max_seq.saturating_add(1));
+                    self.dropped = self.dropped.saturating_add(look.records).saturating_add(group.len() as u64);
+                    group.clear();
+                    break;
+                }
+                // Damage in the middle of the log: report it and recover what follows (the
+                // mount turns read-only, see `mount_inner`). An incomplete group before it
+                // lost its end: drop it.
+                let at = streams.iter().find_map(|s| s.bad);
+                let d = self.damage.get_or_insert(LogDamage { seg: NO_SEG, off: 0, first_missing: expected, missing: 0, after: 0 });
+                if d.seg == NO_SEG {
+                    if let Some((sg, of)) = at {
+                        d.seg = sg;
+                        d.off = of;
+                    }
+                }
+                d.missing = d.missing.saturating_add(seq.saturating_sub(expected));
+                damaged_gaps = damaged_gaps.saturating_add(1);
+                d.after = d.after.max(look.records);
+                self.dropped = self.dropped.saturating_add(group.len() as u64);
+                group.clear();
+                expected = seq;
+                continue;
             }
             let st = streams.get_mut(i).ok_or(Error::Corrupt)?;
             let (h, loc) = st.peeked.take().ok_or(Error::Corrupt)?;
@@ -671,27 +855,51 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             group.clear();
         }
-        // an incomplete group and everything after a gap are dropped; keep the sequence
-        // numbers of what is on the medium unused
-        let mut dropped = group.len() as u64;
-        if gap {
-            for st in streams.iter_mut() {
-                loop {
-                    self.stream_peek(st, chains, min_seq)?;
-                    match st.peeked.take() {
-                        Some((h, _)) => {
-                            self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
-                            if !matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB) {
-                                dropped = dropped.saturating_add(1);
+        // an incomplete group and everything after a gap (counted by `look_ahead`) are
+        // dropped; the sequence numbers of what is on the medium stay unused
+        if !gap {
+            self.dropped = self.dropped.saturating_add(group.len() as u64);
+        }
+        Ok(count)
+    }
+
+    /// At a gap (record `missing` absent): read the rest of every stream (on copies) and tell
+    /// whether `missing` was durable: a `FLAG_SYNC` padding record numbered above it is on the
+    /// medium, and so is a record numbered above that marker (which proves the device flush
+    /// after the marker completed, see `Log::flush_all`). Torn tails and lost head buffers
+    /// never satisfy this; damage to data that fsync or a checkpoint's flush made durable
+    /// does. Also returns the highest sequence number and the number of records (padding,
+    /// segment headers, index nodes and table chunks aside) that follow.
+    fn look_ahead(&mut self, streams: &[Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, missing: u64) -> Result<LookAhead> {
+        let mut copy = *streams;
+        let mut max_seq = 0u64;
+        let mut records = 0u64;
+        // the two highest markers above `missing`
+        let (mut m1, mut m2) = (0u64, 0u64);
+        for st in copy.iter_mut() {
+            loop {
+                self.stream_peek(st, chains, min_seq)?;
+                match st.peeked.take() {
+                    Some((h, _)) => {
+                        max_seq = max_seq.max(h.seq);
+                        if h.rtype == rtype::PAD && h.flags & FLAG_SYNC != 0 && h.seq > missing {
+                            if h.seq > m1 {
+                                m2 = m1;
+                                m1 = h.seq;
+                            } else if h.seq > m2 {
+                                m2 = h.seq;
                             }
                         }
-                        None => break,
+                        if !matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB) {
+                            records = records.saturating_add(1);
+                        }
                     }
+                    None => break,
                 }
             }
         }
-        self.dropped = self.dropped.saturating_add(dropped);
-        Ok(count)
+        let durable = (m1 != 0 && m1 < max_seq) || m2 != 0;
+        Ok(LookAhead { durable, max_seq, records })
     }
 
     /// Apply one replayed record to the index.
@@ -1486,9 +1694,36 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 }
 
+/// What [`Engine::look_ahead`] found after a gap.
+struct LookAhead {
+    durable: bool,
+    max_seq: u64,
+    records: u64,
+}
+
+/// Damage found in the log after the checkpoint by the last mount: records that had been made
+/// durable (by fsync or a checkpoint's flush) no longer read back, and valid records follow.
+/// Recovery skipped the damaged records and applied what follows; the mount is read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogDamage {
+    /// Segment of the first unreadable spot found, or `u32::MAX` when the lost records read
+    /// as never written (e.g. erased).
+    pub seg: u32,
+    /// Its offset in the segment.
+    pub off: u32,
+    /// Sequence number of the first missing record.
+    pub first_missing: u64,
+    /// Sequence numbers missing in total (records of every kind, padding included).
+    pub missing: u64,
+    /// Records (data and metadata) found after the first damaged spot.
+    pub after: u64,
+}
+
 /// Replay cursor over one head's chain.
 #[derive(Debug, Clone, Copy, Default)]
 struct Stream {
+    /// First bad spot (segment, offset) this stream resynchronised after.
+    bad: Option<(u32, u32)>,
     chain_start: usize,
     chain_end: usize,
     idx: usize,

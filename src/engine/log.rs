@@ -4,7 +4,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, Geometry, ReadStatus};
 use crate::engine::format::{
-    rtype, segstate, HeadState, Key, Loc, RecHdr, SegInfo, Stats, NO_SEG, NUM_HEADS, REC_HDR,
+    rtype, segstate, HeadState, Key, Loc, RecHdr, SegInfo, Stats, FLAG_SYNC, NO_SEG, NUM_HEADS, REC_HDR,
     SEGHDR_PAYLOAD,
 };
 use crate::engine::index::NodeIo;
@@ -14,6 +14,27 @@ use crate::engine::platform::{FallibleVec, Platform};
 pub const SEG_SCRUB: u8 = 1;
 /// Segment flag: a program failed in it; once its live records are moved it becomes bad.
 pub const SEG_RETIRE: u8 = 2;
+
+/// What [`Log::scan_at`] found at a record position.
+#[derive(Debug, Clone, Copy)]
+pub enum Scan {
+    /// A valid record, and where it is.
+    Rec(RecHdr, Loc),
+    /// The end of what was written there: erased (or zeroed) bytes, or a stale record of an
+    /// earlier use of the segment.
+    End,
+    /// Bytes that were written but are not a valid record: a torn program at the end of the
+    /// log, or damage (an unreadable page, flipped bits).
+    Bad,
+}
+
+fn round_up_usize(v: usize, m: usize) -> usize {
+    if m == 0 {
+        v
+    } else {
+        v.div_ceil(m).saturating_mul(m)
+    }
+}
 
 /// One log head.
 pub struct Head<P: Platform> {
@@ -443,53 +464,89 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Write out head `h`'s buffer, padding to a write-unit boundary.
     pub fn flush_head(&mut self, h: usize) -> Result<()> {
+        self.flush_head_mark(h, false)
+    }
+
+    /// Whether flushing head `h` writes a padding record (it has buffered bytes and room for a
+    /// record header before the next write-unit boundary).
+    fn pads(&self, h: usize) -> bool {
         let wu = self.wu();
-        let (seg, len, pos, seg_seq) = {
+        match self.heads.get(h) {
+            Some(hd) => {
+                hd.seg != NO_SEG && !hd.buf.is_empty() && !hd.ghost && (wu - hd.pos % wu) % wu >= REC_HDR as u32
+            }
+            None => false,
+        }
+    }
+
+    /// Write out head `h`'s buffer, padding to a write-unit boundary. With `sync`, the padding
+    /// record carries `FLAG_SYNC` (written even when the buffer is empty or the gap to the
+    /// boundary is too small for a record, then with a whole unit more), and a device flush
+    /// follows it: see [`Log::flush_all`].
+    fn flush_head_mark(&mut self, h: usize, sync: bool) -> Result<()> {
+        let wu = self.wu();
+        let (seg, len, pos, seg_seq, ghost) = {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;
-            (hd.seg, hd.buf.len(), hd.pos, hd.seg_seq)
+            (hd.seg, hd.buf.len(), hd.pos, hd.seg_seq, hd.ghost)
         };
-        if seg == NO_SEG || len == 0 || self.heads.get(h).ok_or(Error::Invalid)?.ghost {
+        // never mark once a program failed: the records in RAM are not on the medium
+        let sync = sync && !self.has_failed_seg();
+        if seg == NO_SEG || ghost || (len == 0 && !sync) {
             return Ok(());
         }
         let rem = (wu - pos % wu) % wu;
-        if rem as usize >= REC_HDR {
-            let plen = rem as usize - REC_HDR;
-            let seq = self.take_seq();
-            let hdr = RecHdr { rtype: rtype::PAD, flags: 0, crc: 0, seq, seg_seq, key: Key::default(), len: plen as u32 };
-            let mut hb = [0u8; REC_HDR];
-            // the payload is zeros; compute the CRC over them in pieces
-            let zeros = [0u8; 64];
-            let mut crc_payload_len = plen;
-            let _ = &mut crc_payload_len;
-            {
-                // Build CRC over header+zeros without allocating.
-                hdr.encode(self.seed, &mut hb, &[])?;
-                let mut c = crate::engine::crc::crc32c_update(self.seed, &{
-                    let mut t = hb;
-                    if let Some(x) = t.get_mut(4..8) {
-                        x.copy_from_slice(&[0, 0, 0, 0]);
-                    }
-                    t
-                });
-                let mut left = plen;
-                while left > 0 {
-                    let n = left.min(zeros.len());
-                    c = crate::engine::crc::crc32c_update(c, zeros.get(..n).unwrap_or(&[]));
-                    left -= n;
-                }
-                crate::engine::codec::put_u32(&mut hb, 4, c)?;
+        // (zero bytes, padding record payload length)
+        let (zeros_len, pad) = if rem as usize >= REC_HDR {
+            (0u32, Some(rem as usize - REC_HDR))
+        } else if sync {
+            let unit = round_up_usize(REC_HDR, wu as usize);
+            let end = u64::from(pos) + u64::from(rem) + unit as u64;
+            if end <= u64::from(self.geo.segment_size) {
+                (rem, Some(unit.saturating_sub(REC_HDR)))
+            } else {
+                (rem, None)
             }
+        } else {
+            (rem, None)
+        };
+        if zeros_len > 0 {
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            let target = hd.buf.len().saturating_add(zeros_len as usize);
+            hd.buf.try_resize(target, 0)?;
+        }
+        if let Some(plen) = pad {
+            let seq = self.take_seq();
+            let flags = if sync { FLAG_SYNC } else { 0 };
+            let hdr = RecHdr { rtype: rtype::PAD, flags, crc: 0, seq, seg_seq, key: Key::default(), len: plen as u32 };
+            let mut hb = [0u8; REC_HDR];
+            // the payload is zeros; compute the CRC over them in pieces, without allocating
+            let zeros = [0u8; 64];
+            hdr.encode(self.seed, &mut hb, &[])?;
+            let mut c = crate::engine::crc::crc32c_update(self.seed, &{
+                let mut t = hb;
+                if let Some(x) = t.get_mut(4..8) {
+                    x.copy_from_slice(&[0, 0, 0, 0]);
+                }
+                t
+            });
+            let mut left = plen;
+            while left > 0 {
+                let n = left.min(zeros.len());
+                c = crate::engine::crc::crc32c_update(c, zeros.get(..n).unwrap_or(&[]));
+                left -= n;
+            }
+            crate::engine::codec::put_u32(&mut hb, 4, c)?;
             let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
             hd.buf.try_extend_from_slice(&hb)?;
-            let target = hd.buf.len() + plen;
-            hd.buf.try_resize(target, 0)?;
-        } else if rem > 0 {
-            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
-            let target = hd.buf.len() + rem as usize;
+            let target = hd.buf.len().saturating_add(plen);
             hd.buf.try_resize(target, 0)?;
         }
         let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
         let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
+        if buf.is_empty() {
+            self.heads.get_mut(h).ok_or(Error::Invalid)?.buf = buf;
+            return Ok(());
+        }
         let r = self.program(seg, start, buf.as_slice());
         let blen = buf.len() as u32;
         let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
@@ -507,11 +564,30 @@ impl<P: Platform, F: Flash> Log<P, F> {
     }
 
     /// Flush every head (data heads first, then metadata) and the device cache.
+    ///
+    /// When the log is intact (every head chained from the last checkpoint, no failed
+    /// program), the last padding record written carries `FLAG_SYNC`: once a record with a
+    /// higher sequence number is on the medium, the device flush after that marker completed,
+    /// so every record numbered below it was durable. Recovery uses this to tell damage (a
+    /// durable record that no longer reads back) from a crash (records that never reached the
+    /// medium). A failed device flush stops the engine, so no later record can vouch for it.
     pub fn flush_all(&mut self) -> Result<()> {
-        for h in [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META] {
-            self.flush_head(h)?;
+        let order = [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META];
+        let mark = if self.need_checkpoint || self.has_failed_seg() {
+            None
+        } else {
+            Some(order.iter().rev().copied().find(|&h| self.pads(h)).unwrap_or(crate::engine::format::HEAD_META))
+        };
+        for h in order {
+            self.flush_head_mark(h, mark == Some(h))?;
         }
-        self.flash.flush().map_err(Error::from)
+        match self.flash.flush() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.failed = true;
+                Err(e.into())
+            }
+        }
     }
 
     /// Read raw bytes, taking unflushed head buffers into account.
@@ -588,43 +664,121 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// `seg_seq`. Returns the header, its location and the offset after it; None at the end of
     /// the valid log. Reads the record into `out`.
     pub fn scan(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>) -> Result<Option<(RecHdr, Loc)>> {
-        let wu = self.wu();
-        let start = Self::align_pos(wu, off);
-        if start as usize + REC_HDR > self.geo.segment_size as usize {
-            return Ok(None);
+        match self.scan_at(seg, off, seg_seq, out)? {
+            Scan::Rec(h, l) => Ok(Some((h, l))),
+            Scan::End | Scan::Bad => Ok(None),
         }
-        let mut hb = [0u8; REC_HDR];
-        match self.read_bytes(seg, start, &mut hb) {
+    }
+
+    /// Like [`Log::scan`], telling the end of what was written (erased or zeroed bytes, a
+    /// stale record of an earlier use of the segment) from bytes that were written but do not
+    /// read back as a record (a torn program, or damage). Every bound is computed in u64: the
+    /// offsets and lengths come from the medium.
+    pub fn scan_at(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>) -> Result<Scan> {
+        let wu = self.wu();
+        let ss = u64::from(self.geo.segment_size);
+        let start = Self::align_pos(wu, off);
+        if u64::from(start) + REC_HDR as u64 > ss {
+            return Ok(Scan::End);
+        }
+        out.clear();
+        out.try_resize(REC_HDR, 0)?;
+        match self.read_bytes(seg, start, out.as_mut_slice()) {
             Ok(()) => {}
-            Err(Error::Corrupt) => return Ok(None),
+            Err(Error::Corrupt) => return Ok(Scan::Bad),
             Err(e) => return Err(e),
         }
-        let hdr = match RecHdr::decode(&hb) {
-            Ok(h) => h,
-            Err(_) => return Ok(None),
-        };
-        if hdr.seg_seq != seg_seq {
-            return Ok(None);
+        let hb = out.as_slice();
+        if hb.iter().all(|&b| b == 0xFF) || hb.iter().all(|&b| b == 0) {
+            return Ok(Scan::End);
         }
-        let total = match (hdr.len as usize).checked_add(REC_HDR) {
-            Some(t) if start as usize + t <= self.geo.segment_size as usize => t as u32,
-            _ => return Ok(None),
+        let hdr = match RecHdr::decode(hb) {
+            Ok(h) => h,
+            Err(_) => return Ok(Scan::Bad),
         };
-        let loc = Loc { seg, off: start, len: total };
+        if hdr.seg_seq < seg_seq {
+            return Ok(Scan::End);
+        }
+        if hdr.seg_seq != seg_seq {
+            return Ok(Scan::Bad);
+        }
+        let total = u64::from(hdr.len) + REC_HDR as u64;
+        if u64::from(start) + total > ss {
+            return Ok(Scan::Bad);
+        }
+        let loc = Loc { seg, off: start, len: total as u32 };
         match self.read_record(loc, out) {
-            Ok(h) => Ok(Some((h, loc))),
-            Err(Error::Corrupt) => Ok(None),
+            Ok(h) => Ok(Scan::Rec(h, loc)),
+            Err(Error::Corrupt) => Ok(Scan::Bad),
             Err(e) => Err(e),
         }
     }
 
+    /// After a bad spot at `from` in `seg`: the first valid record of segment sequence
+    /// `seg_seq` that starts after it, searched byte by byte (records need not start on a
+    /// write-unit boundary). Unreadable windows are skipped. Used only at mount, once per bad
+    /// spot, so reading the rest of the segment is acceptable.
+    pub fn resync(&mut self, seg: u32, from: u32, seg_seq: u64, out: &mut P::Vec<u8>) -> Result<Option<(RecHdr, Loc)>> {
+        let wu = self.wu();
+        let ss = self.geo.segment_size;
+        let mut w: P::Vec<u8> = P::Vec::new();
+        w.try_resize(wu as usize, 0)?;
+        let magic = crate::engine::format::REC_MAGIC.to_le_bytes();
+        let mut p = from.saturating_add(1);
+        // last byte of the previous window, if it was readable (a magic may straddle windows)
+        let mut prev: Option<u8> = None;
+        while u64::from(p) + REC_HDR as u64 <= u64::from(ss) {
+            // windows end on write-unit boundaries: an unreadable page spoils only its own
+            let end = (u64::from(p / wu) + 1).saturating_mul(u64::from(wu)).min(u64::from(ss)) as u32;
+            let n = (end - p) as usize;
+            let part = w.as_mut_slice().get_mut(..n).ok_or(Error::Corrupt)?;
+            match self.read_bytes(seg, p, part) {
+                Ok(()) => {}
+                Err(Error::Corrupt) => {
+                    prev = None;
+                    p = end;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            let part = w.as_slice().get(..n).ok_or(Error::Corrupt)?;
+            let first = part.first().copied();
+            if prev == magic.first().copied() && first == magic.get(1).copied() {
+                let c = p.saturating_sub(1);
+                if c > from && Self::align_pos(wu, c) == c {
+                    if let Scan::Rec(h, l) = self.scan_at(seg, c, seg_seq, out)? {
+                        return Ok(Some((h, l)));
+                    }
+                }
+            }
+            let part = w.as_slice().get(..n).ok_or(Error::Corrupt)?;
+            prev = part.last().copied();
+            for i in 0..n.saturating_sub(1) {
+                let part = w.as_slice().get(..n).ok_or(Error::Corrupt)?;
+                if part.get(i) != magic.first() || part.get(i + 1) != magic.get(1) {
+                    continue;
+                }
+                let c = p.saturating_add(i as u32);
+                if Self::align_pos(wu, c) != c {
+                    continue;
+                }
+                if let Scan::Rec(h, l) = self.scan_at(seg, c, seg_seq, out)? {
+                    return Ok(Some((h, l)));
+                }
+            }
+            p = end;
+        }
+        Ok(None)
+    }
+
     /// Read a segment header at offset 0 of `seg`: (seg_seq, head, prev, next).
     pub fn read_seghdr(&mut self, seg: u32, out: &mut P::Vec<u8>) -> Result<Option<(u64, u8, u32, u32)>> {
-        let mut hb = [0u8; REC_HDR];
-        if self.read_bytes(seg, 0, &mut hb).is_err() {
+        out.clear();
+        out.try_resize(REC_HDR, 0)?;
+        if self.read_bytes(seg, 0, out.as_mut_slice()).is_err() {
             return Ok(None);
         }
-        let hdr = match RecHdr::decode(&hb) {
+        let hdr = match RecHdr::decode(out.as_slice()) {
             Ok(h) if h.rtype == rtype::SEGHDR && h.len as usize == SEGHDR_PAYLOAD => h,
             _ => return Ok(None),
         };

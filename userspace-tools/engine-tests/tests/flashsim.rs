@@ -101,6 +101,9 @@ fn enumerate<F: Sim>(tpl: F, seed: u64, plan: CutPlan, label: &str) -> usize {
             Ok(fs) => fs,
             Err((e, _)) => panic!("{label} cut {n}: mount failed: {e:?}"),
         };
+        // a cut (torn or not) is never reported as damage, and the mount stays writable
+        assert_eq!(fs.log_damage(), None, "{label} cut {n}: a power cut taken for log damage");
+        assert!(!fs.is_read_only(), "{label} cut {n}");
         let r = fs.fsck().unwrap();
         assert_eq!(r.problems, 0, "{label} cut {n}: fsck {r:?}");
         let got = read_state(&mut fs);

@@ -14,6 +14,7 @@ usage:
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
+  ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
 the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check failed, 2 usage.
@@ -132,6 +133,9 @@ fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
 }
 
 fn run(args: &[String]) -> Result<i32, String> {
+    if args.first().map(String::as_str) == Some("lifecycle") {
+        return Ok(crate::lifecycle::main(&args[1..]));
+    }
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {
         Some("posix") => {

@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod enospc;
 pub mod integrity;
+pub mod lifecycle;
 pub mod pattern;
 pub mod posix;
 pub mod report;
