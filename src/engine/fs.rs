@@ -227,7 +227,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     fn format_inner(&mut self, fo: &FormatOptions, now: Timespec, meta: &[u32]) -> Result<()> {
         for &m in meta.iter().filter(|&&m| m != NO_SEG) {
-            self.log.erase(m)?;
+            if !self.log.erase(m)? {
+                return Err(Error::Io);
+            }
         }
         let wu = self.log.geo.write_unit as usize;
         let mut page = P::Vec::new();
@@ -890,10 +892,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let other = 1 - self.cp_area.min(1);
             for i in 0..self.sb.cp_area_segs as usize {
                 let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
-                if let Err(e) = self.log.erase(s) {
-                    self.buf2 = blob;
-                    self.log.failed = true;
-                    return Err(e);
+                match self.log.erase(s) {
+                    Ok(true) => {}
+                    // a checkpoint-area block failed: no checkpoint can be written any more
+                    Ok(false) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(Error::Io);
+                    }
+                    Err(e) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(e);
+                    }
                 }
                 // the checkpoint area keeps its META state even if erase accounting touched it
                 if let Ok(si) = self.log.seg_mut(s) {
@@ -1314,6 +1325,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             si.flags &= !SEG_SCRUB;
             return Err(Error::Corrupt);
         }
+        if vi.flags & SEG_SCRUB != 0 && vi.flags & SEG_RETIRE == 0 {
+            self.log.faults.scrubbed_segments = self.log.faults.scrubbed_segments.saturating_add(1);
+        }
         Ok(())
     }
 
@@ -1418,6 +1432,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// inode record.
     pub fn dropped_records(&self) -> u64 {
         self.dropped
+    }
+
+    /// Fault counters since the mount (corrected and uncorrectable reads, scrubs, failed
+    /// programs and erases, other I/O errors).
+    pub fn fault_stats(&self) -> crate::engine::log::FaultStats {
+        self.log.faults
     }
 
     /// Statistics counters.

@@ -15,6 +15,26 @@ pub const SEG_SCRUB: u8 = 1;
 /// Segment flag: a program failed in it; once its live records are moved it becomes bad.
 pub const SEG_RETIRE: u8 = 2;
 
+/// Fault counters since the mount (RAM only, not persisted): what the medium reported and
+/// what the engine did about it. Published in the kernel's debugfs statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaultStats {
+    /// Reads whose bit-flips the device's ECC corrected (MTD's -EUCLEAN): the segment is
+    /// flagged for scrubbing.
+    pub corrected_reads: u64,
+    /// Reads the device could not correct (MTD's -EBADMSG).
+    pub uncorrectable_reads: u64,
+    /// Segments flagged for scrubbing whose live records were all moved elsewhere.
+    pub scrubbed_segments: u64,
+    /// Programs that failed on the medium (the segment is relocated and retired).
+    pub program_failures: u64,
+    /// Erases that failed on the medium (the segment is retired at once).
+    pub erase_failures: u64,
+    /// Other I/O errors on program or erase (transient or a read-only device): the operation
+    /// failed and the engine stopped writing; no segment was retired for them.
+    pub io_errors: u64,
+}
+
 /// One log head.
 pub struct Head<P: Platform> {
     /// Current segment or NO_SEG.
@@ -81,6 +101,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub since_checkpoint: u64,
     /// Segments opened so far (lets long operations notice they consumed free segments).
     pub opened: u64,
+    /// Fault counters since the mount.
+    pub faults: FaultStats,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -107,6 +129,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             shadow: None,
             since_checkpoint: 0,
             opened: 0,
+            faults: FaultStats::default(),
         }
     }
 
@@ -162,25 +185,35 @@ impl<P: Platform, F: Flash> Log<P, F> {
         Some(i)
     }
 
-    /// Erase `seg`, counting it. A failed erase marks the segment bad.
-    pub fn erase(&mut self, seg: u32) -> Result<()> {
+    /// Erase `seg`, counting it. `Ok(true)`: erased. `Ok(false)`: the medium reported an erase
+    /// failure (`EraseFailed`): the segment is now BAD (and marked bad on flash). Any other
+    /// error (a transient I/O error, a read-only device, a power cut) retires nothing: the
+    /// segment's state is left as it was and the engine stops writing (fail-stop).
+    pub fn erase(&mut self, seg: u32) -> Result<bool> {
         match self.flash.erase(seg) {
             Ok(()) => {
                 self.stats.erases = self.stats.erases.saturating_add(1);
                 let s = self.seg_mut(seg)?;
                 s.erases = s.erases.saturating_add(1);
                 s.flags = 0;
-                Ok(())
+                Ok(true)
             }
             Err(crate::engine::flash::FlashError::EraseFailed) => {
                 let _ = self.flash.mark_bad(seg);
                 self.stats.retired = self.stats.retired.saturating_add(1);
+                self.faults.erase_failures = self.faults.erase_failures.saturating_add(1);
                 let s = self.seg_mut(seg)?;
                 s.state = segstate::BAD;
                 s.live = 0;
-                Err(Error::Io)
+                Ok(false)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                if e != crate::engine::flash::FlashError::PowerCut {
+                    self.faults.io_errors = self.faults.io_errors.saturating_add(1);
+                }
+                self.failed = true;
+                Err(e.into())
+            }
         }
     }
 
@@ -196,13 +229,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 Ok(true)
             }
             Err(crate::engine::flash::FlashError::WriteFailed) => {
+                self.faults.program_failures = self.faults.program_failures.saturating_add(1);
                 if let Ok(s) = self.seg_mut(seg) {
                     s.flags |= SEG_SCRUB | SEG_RETIRE;
                 }
                 Ok(false)
             }
             Err(e) => {
-                // Fail-stop: the in-RAM state no longer matches the medium.
+                // Fail-stop: the in-RAM state no longer matches the medium. Nothing is retired:
+                // the error says nothing about the block (e.g. -ETIMEDOUT, -ENOMEM, -EROFS).
+                if e != crate::engine::flash::FlashError::PowerCut {
+                    self.faults.io_errors = self.faults.io_errors.saturating_add(1);
+                }
                 self.failed = true;
                 Err(e.into())
             }
@@ -261,9 +299,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
             };
             cand = NO_SEG;
             match self.erase(s) {
-                Ok(()) => break s,
-                Err(Error::Io) => continue,
-                Err(e) => return Err(e),
+                Ok(true) => break s,
+                // retired: try another segment
+                Ok(false) => continue,
+                Err(e) => {
+                    // nothing was retired: give the segment back (the engine stopped writing)
+                    if let Ok(si) = self.seg_mut(s) {
+                        if si.state == segstate::RESERVED {
+                            si.state = segstate::FREE;
+                        }
+                    }
+                    return Err(e);
+                }
             }
         };
         if !chained {
@@ -541,11 +588,17 @@ impl<P: Platform, F: Flash> Log<P, F> {
             match self.flash.read(seg, off, part) {
                 Ok(ReadStatus::Clean) => {}
                 Ok(ReadStatus::Corrected) => {
+                    self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
                     if let Ok(s) = self.seg_mut(seg) {
                         s.flags |= SEG_SCRUB;
                     }
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if e == crate::engine::flash::FlashError::Uncorrectable {
+                        self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
+                    }
+                    return Err(e.into());
+                }
             }
         }
         if let Some((h, bstart)) = from_buf {
