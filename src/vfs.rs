@@ -65,7 +65,7 @@ pub(crate) struct SbInfo {
 }
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-const STAT_NAMES: [&CStr; 9] = [
+const STAT_NAMES: [&CStr; 15] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -75,6 +75,13 @@ const STAT_NAMES: [&CStr; 9] = [
     c_str!("replayed_records"),
     c_str!("retired_segments"),
     c_str!("free_segments"),
+    // fault counters since the mount (`FaultStats`)
+    c_str!("corrected_reads"),
+    c_str!("uncorrectable_reads"),
+    c_str!("scrubbed_segments"),
+    c_str!("program_failures"),
+    c_str!("erase_failures"),
+    c_str!("io_errors"),
 ];
 
 /// The module's debugfs root, /sys/kernel/debug/ferrofs.
@@ -110,7 +117,11 @@ impl SbInfo {
     /// Publish the engine's counters.
     fn publish_stats(&self, fs: &Fs) {
         let s = fs.stats();
-        let vals = [s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments];
+        let f = fs.fault_stats();
+        let vals = [
+            s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments,
+            f.corrected_reads, f.uncorrectable_reads, f.scrubbed_segments, f.program_failures, f.erase_failures, f.io_errors,
+        ];
         for (slot, v) in self.stats.iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -640,6 +651,7 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
         let index = flash.index;
         // SAFETY: `sb` is being set up by us.
         let read_only = unsafe { (*sb).s_flags } as u32 & SB_RDONLY != 0;
+        flash.check_writeable(read_only)?;
         let mopts = MountOptions { read_only, ..MountOptions::default() };
         let fs = match Engine::mount(flash, mopts) {
             Ok(fs) => fs,
