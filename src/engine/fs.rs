@@ -543,9 +543,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Ok(());
         }
         // 4. reclaim orphans, then checkpoint so the next mount starts here
-        self.reclaim_orphans()?;
-        self.log.open_heads()?;
-        self.checkpoint()
+        let r = self.reclaim_orphans().and_then(|_| self.log.open_heads()).and_then(|_| self.checkpoint());
+        match r {
+            // The medium failed under these writes (e.g. a worn-out block of a checkpoint area,
+            // which every mount erases and which cannot be relocated): recovery is complete in
+            // RAM, so serve it read-only (`is_failed`) instead of refusing the mount.
+            Err(Error::Io) if self.log.failed => {
+                self.tree.set_replay(true);
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     fn release_reserved(&mut self, s: u32) -> Result<()> {

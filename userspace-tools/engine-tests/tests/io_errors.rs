@@ -253,3 +253,39 @@ fn media_erase_failure_retires_and_keeps_serving() {
     check_file(&mut fs, a, &data);
     ferrofs_engine_tests::assert_fsck(&mut fs);
 }
+
+#[test]
+fn worn_out_checkpoint_block_mounts_read_only() {
+    // Checkpoint area A is segment 2 (superblocks 0 and 1, area B 3). Its next erase fails and
+    // it is marked bad, so every later erase of it fails too (a worn-out block). Every mount
+    // writes its first checkpoint to the other area than the newest one, so every second mount
+    // must erase segment 2: it then serves the recovered filesystem read-only instead of
+    // failing with EIO.
+    let mut fs = fresh();
+    let a = new_file(&mut fs, "a");
+    let mut data = vec![0u8; 8000];
+    Rng::new(1).fill(&mut data);
+    fs.write(a, 0, &data, ts(2)).unwrap();
+    fs.fsync(a).unwrap();
+    fs.flash().inner.fail_erase.push(2);
+    let mut f = fs.into_flash();
+    let mut read_only_mounts = 0;
+    for round in 0..4 {
+        let mut fs = match E::mount(f, opts()) {
+            Ok(fs) => fs,
+            Err((e, _)) => panic!("mount {round} failed: {e:?}"),
+        };
+        check_file(&mut fs, a, &data);
+        if fs.is_failed() {
+            read_only_mounts += 1;
+            assert_eq!(fs.write(a, 0, b"x", ts(3)).unwrap_err(), Error::ReadOnly);
+            assert!(fs.fault_stats().erase_failures >= 1 || fs.flash().inner.is_bad(2).unwrap());
+        } else {
+            fs.write(a, 0, &data, ts(3)).unwrap();
+            fs.fsync(a).unwrap();
+        }
+        f = fs.into_flash();
+    }
+    assert!(read_only_mounts >= 1, "a mount needed the worn-out block");
+    assert!(f.inner.is_bad(2).unwrap());
+}
