@@ -664,6 +664,14 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
                 return Err(kerr(e));
             }
         };
+        let read_only = if !read_only && fs.is_failed() {
+            pr_err!("mtd{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", index);
+            // SAFETY: `sb` is being set up by us.
+            unsafe { (*sb).s_flags |= SB_RDONLY as kernel::ffi::c_ulong };
+            true
+        } else {
+            read_only
+        };
         let info = KBox::pin_init(
             pin_init!(SbInfo {
                 engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
@@ -736,7 +744,7 @@ unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     let index = info.mtd_index;
     let mut fs = info.lock();
-    if !fs.is_read_only() {
+    if !fs.is_read_only() && !fs.is_failed() {
         if let Err(e) = fs.sync() {
             pr_err!("mtd{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", index, e);
         }
