@@ -12,7 +12,7 @@ use crate::engine::format::{
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, SEG_RETIRE, SEG_SCRUB};
+use crate::engine::log::{Log, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -1147,7 +1147,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.state != segstate::BAD && s.state != segstate::META {
                 maxe = maxe.max(s.erases);
             }
-            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) {
+            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) || s.flags & SEG_STUCK != 0 {
                 continue;
             }
             if s.live == 0 {
@@ -1282,7 +1282,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // moving this segment would gain (almost) nothing
             return Ok(false);
         }
-        self.move_segment(v)?;
+        match self.move_segment(v) {
+            Ok(()) => {}
+            // an unreadable live record keeps the victim (now skipped): what could be moved was
+            Err(Error::Corrupt) if self.log.seg(v)?.flags & SEG_STUCK != 0 => {}
+            Err(e) => return Err(e),
+        }
         self.maybe_commit()?;
         if self.log.free_count() <= self.cp_margin() {
             self.checkpoint()?;
@@ -1328,9 +1333,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let left = self.log.seg(v)?.live;
         if left != 0 {
-            // something live could not be read back: keep the segment, never erase live data
+            // Something live could not be read back (an uncorrectable page stops the scan):
+            // keep the segment, never erase live data, and never pick it again (every later
+            // move would fail the same way, and the foreground GC would fail every write).
+            // Once nothing in it is live it is retired, not reused.
             let si = self.log.seg_mut(v)?;
             si.flags &= !SEG_SCRUB;
+            si.flags |= SEG_STUCK | SEG_RETIRE;
             return Err(Error::Corrupt);
         }
         if vi.flags & SEG_SCRUB != 0 && vi.flags & SEG_RETIRE == 0 {
@@ -1440,6 +1449,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// inode record.
     pub fn dropped_records(&self) -> u64 {
         self.dropped
+    }
+
+    /// The segment table entry of segment `s` (state, flags, live bytes, erases, sequence).
+    pub fn segment_info(&self, s: u32) -> Option<crate::engine::format::SegInfo> {
+        self.log.seg(s).ok().copied()
     }
 
     /// Fault counters since the mount (corrected and uncorrectable reads, scrubs, failed

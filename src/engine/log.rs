@@ -14,6 +14,10 @@ use crate::engine::platform::{FallibleVec, Platform};
 pub const SEG_SCRUB: u8 = 1;
 /// Segment flag: a program failed in it; once its live records are moved it becomes bad.
 pub const SEG_RETIRE: u8 = 2;
+/// Segment flag: a live record in it cannot be read back (an uncorrectable page): GC no longer
+/// picks it (moving it fails every time); with `SEG_RETIRE` it becomes bad once nothing in it is
+/// live, never to be programmed again.
+pub const SEG_STUCK: u8 = 4;
 
 /// Fault counters since the mount (RAM only, not persisted): what the medium reported and
 /// what the engine did about it. Published in the kernel's debugfs statistics.
@@ -563,6 +567,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Read raw bytes, taking unflushed head buffers into account.
     pub fn read_bytes(&mut self, seg: u32, off: u32, out: &mut [u8]) -> Result<()> {
+        self.read_bytes_as(seg, off, out, false)
+    }
+
+    /// `read_bytes`; `live`: the bytes belong to a record the index or a checkpoint refers to.
+    /// An uncorrectable read of such a record (not a torn tail of the log, which the scanners
+    /// read with `live` false) means the page is damaged: the segment is scrubbed (what is still
+    /// readable moves elsewhere) and retired (made BAD, never programmed again) once nothing in
+    /// it is live.
+    fn read_bytes_as(&mut self, seg: u32, off: u32, out: &mut [u8], live: bool) -> Result<()> {
         let end = off.checked_add(out.len() as u32).ok_or(Error::Corrupt)?;
         if end > self.geo.segment_size {
             return Err(Error::Corrupt);
@@ -596,6 +609,12 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 Err(e) => {
                     if e == crate::engine::flash::FlashError::Uncorrectable {
                         self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
+                        if live {
+                            // move what is still readable off the damaged block, then retire it
+                            if let Ok(s) = self.seg_mut(seg) {
+                                s.flags |= SEG_SCRUB | SEG_RETIRE;
+                            }
+                        }
                     }
                     return Err(e.into());
                 }
@@ -617,14 +636,19 @@ impl<P: Platform, F: Flash> Log<P, F> {
         Ok(())
     }
 
-    /// Read and verify the record at `loc` into `out` (header + payload).
+    /// Read and verify the live record at `loc` into `out` (header + payload).
     pub fn read_record(&mut self, loc: Loc, out: &mut P::Vec<u8>) -> Result<RecHdr> {
+        self.read_record_as(loc, out, true)
+    }
+
+    /// `read_record`; `live` as for `read_bytes_as`.
+    fn read_record_as(&mut self, loc: Loc, out: &mut P::Vec<u8>, live: bool) -> Result<RecHdr> {
         if (loc.len as usize) < REC_HDR || loc.len > self.geo.segment_size {
             return Err(Error::Corrupt);
         }
         out.clear();
         out.try_resize(loc.len as usize, 0)?;
-        self.read_bytes(loc.seg, loc.off, out.as_mut_slice())?;
+        self.read_bytes_as(loc.seg, loc.off, out.as_mut_slice(), live)?;
         let b = out.as_slice();
         let hdr = RecHdr::decode(b)?;
         if hdr.len as usize + REC_HDR != loc.len as usize {
@@ -664,7 +688,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             _ => return Ok(None),
         };
         let loc = Loc { seg, off: start, len: total };
-        match self.read_record(loc, out) {
+        match self.read_record_as(loc, out, false) {
             Ok(h) => Ok(Some((h, loc))),
             Err(Error::Corrupt) => Ok(None),
             Err(e) => Err(e),
