@@ -60,3 +60,11 @@ bench-full: initramfs
 .PHONY: crash-full
 crash-full:
 	cd userspace-tools && FERROFS_CRASH_FULL=1 cargo test --release -p ferrofs-engine-tests --test crash_enum -- --nocapture
+
+# Flash faults under nandsim (tests/vm/ferrofs-faults): bit-flips during a long write/read
+# workload, factory bad blocks, weak blocks, weak pages (and a power cut after fsync), a grave
+# page, a worn-out checkpoint block, a read-only MTD. Prints "flash faults: N scenarios, F failed".
+#   make faults [ROUNDS=N] [SEED=S]   churn generations (default 4, what `make test` runs)
+.PHONY: faults
+faults: initramfs
+	qemu/run-guest.sh --timeout 3600 ferrofs-faults $(or $(ROUNDS),4) $(or $(SEED),11)

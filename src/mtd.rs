@@ -19,6 +19,9 @@ pub(crate) struct MtdFlash {
     geo: Geometry,
     /// MTD index, for messages.
     pub(crate) index: i32,
+    /// The device accepts writes and erases (`MTD_WRITEABLE`): false for a partition marked
+    /// read-only or one that does not start and end on erase-block boundaries.
+    writeable: bool,
 }
 
 // SAFETY: the `mtd_info` is reference-counted by the superblock for as long as the filesystem
@@ -33,13 +36,14 @@ impl MtdFlash {
     /// `mtd` must be valid and stay valid (held by the superblock) for the life of the result.
     pub(crate) unsafe fn new(mtd: *mut bindings::mtd_info) -> Result<Self> {
         // SAFETY: `mtd` is valid per this function's contract.
-        let (size, erase, write, ty, index) = unsafe {
+        let (size, erase, write, ty, index, writeable) = unsafe {
             (
                 shim::ferrofs_mtd_size(mtd),
                 shim::ferrofs_mtd_erasesize(mtd),
                 shim::ferrofs_mtd_writesize(mtd),
                 shim::ferrofs_mtd_type(mtd),
                 shim::ferrofs_mtd_index(mtd),
+                shim::ferrofs_mtd_writeable(mtd),
             )
         };
         let kind = match ty {
@@ -58,7 +62,19 @@ impl MtdFlash {
             mtd,
             geo: Geometry { kind, segment_size: erase, segment_count, write_unit, preferred_write: write_unit },
             index,
+            writeable,
         })
+    }
+
+    /// Refuse a read-write mount of a device that does not accept writes (`MTD_WRITEABLE`
+    /// clear): every program and erase would fail with -EROFS. Returns `EROFS` with a message
+    /// (busybox and util-linux `mount` then retry read-only); a read-only mount is fine.
+    pub(crate) fn check_writeable(&self, read_only: bool) -> Result {
+        if self.writeable || read_only {
+            return Ok(());
+        }
+        pr_err!("mtd{}: the MTD device is read-only: refusing a read-write mount (mount it with -o ro)\n", self.index);
+        Err(EROFS)
     }
 
     fn addr(&self, seg: u32, offset: u32, len: usize) -> Result<i64, FlashError> {
@@ -67,6 +83,20 @@ impl MtdFlash {
             return Err(FlashError::InvalidRequest);
         }
         Ok((u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset)) as i64)
+    }
+}
+
+/// What an MTD program or erase error says about the block. Only -EIO (the chip reported a
+/// failed program or erase; also what the NAND core returns for an erase of a bad block) and
+/// -EBADMSG are media errors, which retire the block (`media`). Everything else (-ETIMEDOUT,
+/// -ENOMEM, -EINTR, -EROFS from a read-only device, a short write with no error) says nothing
+/// about the block: `Io`, which fails the operation and stops the engine writing, retiring
+/// nothing.
+fn media_error(ret: i32, media: FlashError) -> FlashError {
+    if ret == -(bindings::EIO as i32) || ret == -(bindings::EBADMSG as i32) {
+        media
+    } else {
+        FlashError::Io
     }
 }
 
@@ -103,22 +133,32 @@ impl Flash for MtdFlash {
         let mut retlen = 0usize;
         // SAFETY: `self.mtd` is valid (type invariant); `buf` is readable for `buf.len()` bytes.
         let ret = unsafe { shim::ferrofs_mtd_write(self.mtd, at, buf.len(), &mut retlen, buf.as_ptr()) };
-        if ret != 0 || retlen != buf.len() {
-            pr_warn!("mtd{}: program failed ({}) at segment {} offset {}\n", self.index, ret, seg, offset);
-            return Err(FlashError::WriteFailed);
+        if ret == 0 && retlen == buf.len() {
+            return Ok(());
         }
-        Ok(())
+        let e = media_error(ret, FlashError::WriteFailed);
+        if e == FlashError::WriteFailed {
+            pr_warn!("mtd{}: program failed ({}) at segment {} offset {}: relocating its data and retiring the block\n", self.index, ret, seg, offset);
+        } else {
+            pr_err!("mtd{}: write error ({}, {} of {} bytes) at segment {} offset {}: not a media error; ferrofs stops writing (read-only until remounted)\n", self.index, ret, retlen, buf.len(), seg, offset);
+        }
+        Err(e)
     }
 
     fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
         let at = self.addr(seg, 0, self.geo.segment_size as usize)?;
         // SAFETY: `self.mtd` is valid (type invariant); the range is one whole erase block.
         let ret = unsafe { shim::ferrofs_mtd_erase(self.mtd, at, u64::from(self.geo.segment_size)) };
-        if ret != 0 {
-            pr_warn!("mtd{}: erase failed ({}) for segment {}\n", self.index, ret, seg);
-            return Err(FlashError::EraseFailed);
+        if ret == 0 {
+            return Ok(());
         }
-        Ok(())
+        let e = media_error(ret, FlashError::EraseFailed);
+        if e == FlashError::EraseFailed {
+            pr_warn!("mtd{}: erase failed ({}) for segment {}: retiring the block\n", self.index, ret, seg);
+        } else {
+            pr_err!("mtd{}: erase error ({}) for segment {}: not a media error; ferrofs stops writing (read-only until remounted)\n", self.index, ret, seg);
+        }
+        Err(e)
     }
 
     fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {

@@ -45,6 +45,7 @@ u8 ferrofs_mtd_type(const struct mtd_info *mtd) { return mtd->type; }
 const char *ferrofs_mtd_name(const struct mtd_info *mtd) { return mtd->name; }
 int ferrofs_mtd_index(const struct mtd_info *mtd) { return mtd->index; }
 bool ferrofs_mtd_can_have_bb(const struct mtd_info *mtd) { return mtd_can_have_bb(mtd); }
+bool ferrofs_mtd_writeable(const struct mtd_info *mtd) { return mtd->flags & MTD_WRITEABLE; }
 
 /* MTD I/O: exported functions, wrapped so that Rust needs no mtd.h bindings. */
 int ferrofs_mtd_read(struct mtd_info *mtd, loff_t from, size_t len, size_t *retlen, u_char *buf)

@@ -87,7 +87,7 @@ impl Drop for LiveToken {
 }
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-const STAT_NAMES: [&CStr; 9] = [
+const STAT_NAMES: [&CStr; 15] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -97,6 +97,13 @@ const STAT_NAMES: [&CStr; 9] = [
     c_str!("replayed_records"),
     c_str!("retired_segments"),
     c_str!("free_segments"),
+    // fault counters since the mount (`FaultStats`)
+    c_str!("corrected_reads"),
+    c_str!("uncorrectable_reads"),
+    c_str!("scrubbed_segments"),
+    c_str!("program_failures"),
+    c_str!("erase_failures"),
+    c_str!("io_errors"),
 ];
 
 /// The module's debugfs root, /sys/kernel/debug/ferrofs.
@@ -132,7 +139,11 @@ impl SbInfo {
     /// Publish the engine's counters.
     fn publish_stats(&self, fs: &Fs) {
         let s = fs.stats();
-        let vals = [s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments];
+        let f = fs.fault_stats();
+        let vals = [
+            s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments,
+            f.corrected_reads, f.uncorrectable_reads, f.scrubbed_segments, f.program_failures, f.erase_failures, f.io_errors,
+        ];
         for (slot, v) in self.stats.iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -773,6 +784,7 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
         let index = flash.index;
         // SAFETY: `sb` is being set up by us.
         let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
+        flash.check_writeable(read_only)?;
         let mopts = MountOptions { read_only, ..MountOptions::default() };
         let mut fs = match Engine::mount(flash, mopts) {
             Ok(fs) => fs,
@@ -786,6 +798,12 @@ unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut binding
             }
         };
         let mut read_only = read_only;
+        if !read_only && fs.is_failed() {
+            pr_err!("mtd{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", index);
+            // SAFETY: `sb` is being set up by us.
+            unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+            read_only = true;
+        }
         if let Some(d) = fs.log_damage() {
             if d.seg == u32::MAX {
                 pr_err!(
@@ -889,7 +907,7 @@ unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     let index = info.mtd_index;
     let mut fs = info.lock();
     // SAFETY: `sb` is still valid (being shut down).
-    if !fs.is_read_only() && !unsafe { shim::ferrofs_sb_rdonly(sb) } {
+    if !fs.is_read_only() && !fs.is_failed() && !unsafe { shim::ferrofs_sb_rdonly(sb) } {
         if let Err(e) = fs.sync() {
             pr_err!("mtd{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", index, e);
         }

@@ -555,7 +555,8 @@ pub mod segstate {
 pub struct SegInfo {
     /// State (see [`segstate`]).
     pub state: u8,
-    /// Flags: bit 0 = scrub requested (a corrected read was seen).
+    /// Flags: bit 0 = scrub requested (a corrected read was seen), bit 1 = retire once dead (a
+    /// program failed in it), bit 2 = GC skips it (a live record is unreadable): `log::SEG_*`.
     pub flags: u8,
     /// Bytes of live records.
     pub live: u32,

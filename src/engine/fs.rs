@@ -12,7 +12,7 @@ use crate::engine::format::{
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, Scan, SEG_RETIRE, SEG_SCRUB};
+use crate::engine::log::{Log, Scan, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -240,7 +240,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     fn format_inner(&mut self, fo: &FormatOptions, now: Timespec, meta: &[u32]) -> Result<()> {
         for &m in meta.iter().filter(|&&m| m != NO_SEG) {
-            self.log.erase(m)?;
+            if !self.log.erase(m)? {
+                return Err(Error::Io);
+            }
         }
         let wu = self.log.geo.write_unit as usize;
         let mut page = P::Vec::new();
@@ -622,7 +624,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.mount_pending = true;
             return Ok(());
         }
-        self.finish_mount()
+        match self.finish_mount() {
+            // The medium failed under these writes (e.g. a worn-out block of a checkpoint area,
+            // which every mount erases and which cannot be relocated): recovery is complete in
+            // RAM, so serve it read-only (`is_failed`) instead of refusing the mount.
+            Err(Error::Io) if self.log.failed => {
+                self.tree.set_replay(true);
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// The writing part of a mount: reclaim orphans, open new heads (torn tails are never
@@ -1098,10 +1109,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let other = 1 - self.cp_area.min(1);
             for i in 0..self.sb.cp_area_segs as usize {
                 let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
-                if let Err(e) = self.log.erase(s) {
-                    self.buf2 = blob;
-                    self.log.failed = true;
-                    return Err(e);
+                match self.log.erase(s) {
+                    Ok(true) => {}
+                    // a checkpoint-area block failed: no checkpoint can be written any more
+                    Ok(false) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(Error::Io);
+                    }
+                    Err(e) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(e);
+                    }
                 }
                 // the checkpoint area keeps its META state even if erase accounting touched it
                 if let Ok(si) = self.log.seg_mut(s) {
@@ -1336,7 +1356,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.state != segstate::BAD && s.state != segstate::META {
                 maxe = maxe.max(s.erases);
             }
-            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) {
+            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) || s.flags & SEG_STUCK != 0 {
                 continue;
             }
             if s.live == 0 {
@@ -1471,7 +1491,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // moving this segment would gain (almost) nothing
             return Ok(false);
         }
-        self.move_segment(v)?;
+        match self.move_segment(v) {
+            Ok(()) => {}
+            // an unreadable live record keeps the victim (now skipped): what could be moved was
+            Err(Error::Corrupt) if self.log.seg(v)?.flags & SEG_STUCK != 0 => {}
+            Err(e) => return Err(e),
+        }
         self.maybe_commit()?;
         if self.log.free_count() <= self.cp_margin() {
             self.checkpoint()?;
@@ -1517,10 +1542,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let left = self.log.seg(v)?.live;
         if left != 0 {
-            // something live could not be read back: keep the segment, never erase live data
+            // Something live could not be read back (an uncorrectable page stops the scan):
+            // keep the segment, never erase live data, and never pick it again (every later
+            // move would fail the same way, and the foreground GC would fail every write).
+            // Once nothing in it is live it is retired, not reused.
             let si = self.log.seg_mut(v)?;
             si.flags &= !SEG_SCRUB;
+            si.flags |= SEG_STUCK | SEG_RETIRE;
             return Err(Error::Corrupt);
+        }
+        if vi.flags & SEG_SCRUB != 0 && vi.flags & SEG_RETIRE == 0 {
+            self.log.faults.scrubbed_segments = self.log.faults.scrubbed_segments.saturating_add(1);
         }
         Ok(())
     }
@@ -1626,6 +1658,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// inode record.
     pub fn dropped_records(&self) -> u64 {
         self.dropped
+    }
+
+    /// The segment table entry of segment `s` (state, flags, live bytes, erases, sequence).
+    pub fn segment_info(&self, s: u32) -> Option<crate::engine::format::SegInfo> {
+        self.log.seg(s).ok().copied()
+    }
+
+    /// Fault counters since the mount (corrected and uncorrectable reads, scrubs, failed
+    /// programs and erases, other I/O errors).
+    pub fn fault_stats(&self) -> crate::engine::log::FaultStats {
+        self.log.faults
     }
 
     /// Statistics counters.

@@ -14,6 +14,30 @@ use crate::engine::platform::{FallibleVec, Platform};
 pub const SEG_SCRUB: u8 = 1;
 /// Segment flag: a program failed in it; once its live records are moved it becomes bad.
 pub const SEG_RETIRE: u8 = 2;
+/// Segment flag: a live record in it cannot be read back (an uncorrectable page): GC no longer
+/// picks it (moving it fails every time); with `SEG_RETIRE` it becomes bad once nothing in it is
+/// live, never to be programmed again.
+pub const SEG_STUCK: u8 = 4;
+
+/// Fault counters since the mount (RAM only, not persisted): what the medium reported and
+/// what the engine did about it. Published in the kernel's debugfs statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaultStats {
+    /// Reads whose bit-flips the device's ECC corrected (MTD's -EUCLEAN): the segment is
+    /// flagged for scrubbing.
+    pub corrected_reads: u64,
+    /// Reads the device could not correct (MTD's -EBADMSG).
+    pub uncorrectable_reads: u64,
+    /// Segments flagged for scrubbing whose live records were all moved elsewhere.
+    pub scrubbed_segments: u64,
+    /// Programs that failed on the medium (the segment is relocated and retired).
+    pub program_failures: u64,
+    /// Erases that failed on the medium (the segment is retired at once).
+    pub erase_failures: u64,
+    /// Other I/O errors on program or erase (transient or a read-only device): the operation
+    /// failed and the engine stopped writing; no segment was retired for them.
+    pub io_errors: u64,
+}
 
 /// What [`Log::scan_at`] found at a record position.
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +126,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub since_checkpoint: u64,
     /// Segments opened so far (lets long operations notice they consumed free segments).
     pub opened: u64,
+    /// Fault counters since the mount.
+    pub faults: FaultStats,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -128,6 +154,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             shadow: None,
             since_checkpoint: 0,
             opened: 0,
+            faults: FaultStats::default(),
         }
     }
 
@@ -183,25 +210,35 @@ impl<P: Platform, F: Flash> Log<P, F> {
         Some(i)
     }
 
-    /// Erase `seg`, counting it. A failed erase marks the segment bad.
-    pub fn erase(&mut self, seg: u32) -> Result<()> {
+    /// Erase `seg`, counting it. `Ok(true)`: erased. `Ok(false)`: the medium reported an erase
+    /// failure (`EraseFailed`): the segment is now BAD (and marked bad on flash). Any other
+    /// error (a transient I/O error, a read-only device, a power cut) retires nothing: the
+    /// segment's state is left as it was and the engine stops writing (fail-stop).
+    pub fn erase(&mut self, seg: u32) -> Result<bool> {
         match self.flash.erase(seg) {
             Ok(()) => {
                 self.stats.erases = self.stats.erases.saturating_add(1);
                 let s = self.seg_mut(seg)?;
                 s.erases = s.erases.saturating_add(1);
                 s.flags = 0;
-                Ok(())
+                Ok(true)
             }
             Err(crate::engine::flash::FlashError::EraseFailed) => {
                 let _ = self.flash.mark_bad(seg);
                 self.stats.retired = self.stats.retired.saturating_add(1);
+                self.faults.erase_failures = self.faults.erase_failures.saturating_add(1);
                 let s = self.seg_mut(seg)?;
                 s.state = segstate::BAD;
                 s.live = 0;
-                Err(Error::Io)
+                Ok(false)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                if e != crate::engine::flash::FlashError::PowerCut {
+                    self.faults.io_errors = self.faults.io_errors.saturating_add(1);
+                }
+                self.failed = true;
+                Err(e.into())
+            }
         }
     }
 
@@ -217,13 +254,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 Ok(true)
             }
             Err(crate::engine::flash::FlashError::WriteFailed) => {
+                self.faults.program_failures = self.faults.program_failures.saturating_add(1);
                 if let Ok(s) = self.seg_mut(seg) {
                     s.flags |= SEG_SCRUB | SEG_RETIRE;
                 }
                 Ok(false)
             }
             Err(e) => {
-                // Fail-stop: the in-RAM state no longer matches the medium.
+                // Fail-stop: the in-RAM state no longer matches the medium. Nothing is retired:
+                // the error says nothing about the block (e.g. -ETIMEDOUT, -ENOMEM, -EROFS).
+                if e != crate::engine::flash::FlashError::PowerCut {
+                    self.faults.io_errors = self.faults.io_errors.saturating_add(1);
+                }
                 self.failed = true;
                 Err(e.into())
             }
@@ -282,9 +324,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
             };
             cand = NO_SEG;
             match self.erase(s) {
-                Ok(()) => break s,
-                Err(Error::Io) => continue,
-                Err(e) => return Err(e),
+                Ok(true) => break s,
+                // retired: try another segment
+                Ok(false) => continue,
+                Err(e) => {
+                    // nothing was retired: give the segment back (the engine stopped writing)
+                    if let Ok(si) = self.seg_mut(s) {
+                        if si.state == segstate::RESERVED {
+                            si.state = segstate::FREE;
+                        }
+                    }
+                    return Err(e);
+                }
             }
         };
         if !chained {
@@ -592,6 +643,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Read raw bytes, taking unflushed head buffers into account.
     pub fn read_bytes(&mut self, seg: u32, off: u32, out: &mut [u8]) -> Result<()> {
+        self.read_bytes_as(seg, off, out, false)
+    }
+
+    /// `read_bytes`; `live`: the bytes belong to a record the index or a checkpoint refers to.
+    /// An uncorrectable read of such a record (not a torn tail of the log, which the scanners
+    /// read with `live` false) means the page is damaged: the segment is scrubbed (what is still
+    /// readable moves elsewhere) and retired (made BAD, never programmed again) once nothing in
+    /// it is live.
+    fn read_bytes_as(&mut self, seg: u32, off: u32, out: &mut [u8], live: bool) -> Result<()> {
         let end = off.checked_add(out.len() as u32).ok_or(Error::Corrupt)?;
         if end > self.geo.segment_size {
             return Err(Error::Corrupt);
@@ -617,11 +677,23 @@ impl<P: Platform, F: Flash> Log<P, F> {
             match self.flash.read(seg, off, part) {
                 Ok(ReadStatus::Clean) => {}
                 Ok(ReadStatus::Corrected) => {
+                    self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
                     if let Ok(s) = self.seg_mut(seg) {
                         s.flags |= SEG_SCRUB;
                     }
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if e == crate::engine::flash::FlashError::Uncorrectable {
+                        self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
+                        if live {
+                            // move what is still readable off the damaged block, then retire it
+                            if let Ok(s) = self.seg_mut(seg) {
+                                s.flags |= SEG_SCRUB | SEG_RETIRE;
+                            }
+                        }
+                    }
+                    return Err(e.into());
+                }
             }
         }
         if let Some((h, bstart)) = from_buf {
@@ -640,14 +712,19 @@ impl<P: Platform, F: Flash> Log<P, F> {
         Ok(())
     }
 
-    /// Read and verify the record at `loc` into `out` (header + payload).
+    /// Read and verify the live record at `loc` into `out` (header + payload).
     pub fn read_record(&mut self, loc: Loc, out: &mut P::Vec<u8>) -> Result<RecHdr> {
+        self.read_record_as(loc, out, true)
+    }
+
+    /// `read_record`; `live` as for `read_bytes_as`.
+    fn read_record_as(&mut self, loc: Loc, out: &mut P::Vec<u8>, live: bool) -> Result<RecHdr> {
         if (loc.len as usize) < REC_HDR || loc.len > self.geo.segment_size {
             return Err(Error::Corrupt);
         }
         out.clear();
         out.try_resize(loc.len as usize, 0)?;
-        self.read_bytes(loc.seg, loc.off, out.as_mut_slice())?;
+        self.read_bytes_as(loc.seg, loc.off, out.as_mut_slice(), live)?;
         let b = out.as_slice();
         let hdr = RecHdr::decode(b)?;
         if hdr.len as usize + REC_HDR != loc.len as usize {
@@ -707,7 +784,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Ok(Scan::Bad);
         }
         let loc = Loc { seg, off: start, len: total as u32 };
-        match self.read_record(loc, out) {
+        match self.read_record_as(loc, out, false) {
             Ok(h) => Ok(Scan::Rec(h, loc)),
             Err(Error::Corrupt) => Ok(Scan::Bad),
             Err(e) => Err(e),

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, integrity, posix, report};
+use crate::{enospc, faults, integrity, posix, report};
 
 pub const USAGE: &str = "\
 usage:
@@ -13,6 +13,13 @@ usage:
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
+  ferrofs-fstest faults churn DIR --seed S --files N --kib K --rounds R [--fsync]
+  ferrofs-fstest faults write DIR --seed S --files N --kib K --gen G [--fsync]
+  ferrofs-fstest faults verify DIR --seed S --files N --kib K --gen G [--expect-eio F,..] [--drop-caches]
+  ferrofs-fstest faults locate MTDDEV --seed S --files N --kib K --gen G [--page-size B]
+  ferrofs-fstest faults snapshot SRCMTD DSTMTD [--blank P,..]   (copy a mounted MTD: a power cut)
+  ferrofs-fstest faults mtdpart-add MASTER NAME OFFSET LEN | mtdpart-del MASTER MTDNUM
+  ferrofs-fstest faults romount SRC MNT --seed S --files N --kib K --gen G   (SRC: a read-only MTD)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
   ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
 
@@ -42,6 +49,12 @@ const VALUED: &[&str] = &[
     "--path",
     "--offset",
     "--len",
+    "--files",
+    "--kib",
+    "--gen",
+    "--expect-eio",
+    "--page-size",
+    "--blank",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -233,6 +246,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             }
             Ok(0)
         }
+        Some("faults") => faults_cmd(&a),
         Some("selftest") => {
             // Exercises the harness itself: a passing check, a panicking group, and with
             // `crash` a SIGBUS inside a group (reported as one FAIL plus the summary line).
@@ -253,6 +267,61 @@ fn run(args: &[String]) -> Result<i32, String> {
         }
         Some(other) => Err(format!("unknown command {other}")),
         None => Err("no command".into()),
+    }
+}
+
+fn num_list(a: &Args, k: &str) -> Result<Vec<u32>, String> {
+    match a.get(k) {
+        None => Ok(Vec::new()),
+        Some(l) => l
+            .split(',')
+            .map(|x| parse_num(x).map(|v| v as u32).ok_or_else(|| format!("{k}: not a number: {x}")))
+            .collect(),
+    }
+}
+
+fn faults_cmd(a: &Args) -> Result<i32, String> {
+    let sub = a.pos.get(1).map(String::as_str).ok_or("faults needs a subcommand")?;
+    let arg = |i: usize| a.pos.get(i).cloned().ok_or_else(|| format!("faults {sub}: argument {i} is missing"));
+    let opts = |dir: PathBuf| -> Result<faults::Opts, String> {
+        Ok(faults::Opts {
+            dir,
+            seed: a.num("--seed", Some(1))?,
+            files: a.num("--files", Some(16))? as u32,
+            kib: a.num("--kib", Some(256))?,
+            gen: a.num("--gen", Some(0))? as u32,
+            rounds: a.num("--rounds", Some(1))? as u32,
+            fsync: a.has("--fsync"),
+            expect_eio: num_list(a, "--expect-eio")?,
+        })
+    };
+    match sub {
+        "churn" => Ok(faults::churn(&opts(PathBuf::from(arg(2)?))?)),
+        "write" => Ok(faults::write(&opts(PathBuf::from(arg(2)?))?)),
+        "verify" => Ok(faults::verify(&opts(PathBuf::from(arg(2)?))?, a.has("--drop-caches"))),
+        "locate" => {
+            let o = opts(PathBuf::new())?;
+            Ok(faults::locate(std::path::Path::new(&arg(2)?), &o, a.num("--page-size", Some(2048))?))
+        }
+        "mtdpart-add" => {
+            let off = parse_num(&arg(4)?).ok_or("OFFSET: not a number")?;
+            let len = parse_num(&arg(5)?).ok_or("LEN: not a number")?;
+            Ok(faults::mtdpart(std::path::Path::new(&arg(2)?), Some(&arg(3)?), off, len, 0))
+        }
+        "mtdpart-del" => {
+            let n = parse_num(&arg(3)?).ok_or("MTDNUM: not a number")?;
+            Ok(faults::mtdpart(std::path::Path::new(&arg(2)?), None, 0, 0, n as i32))
+        }
+        "snapshot" => {
+            let blank = num_list(a, "--blank")?;
+            Ok(faults::snapshot(std::path::Path::new(&arg(2)?), std::path::Path::new(&arg(3)?), &blank))
+        }
+        "romount" => {
+            let mnt = PathBuf::from(arg(3)?);
+            let o = opts(PathBuf::from("faults"))?;
+            Ok(faults::romount(&arg(2)?, &mnt, &o))
+        }
+        other => Err(format!("unknown faults subcommand {other}")),
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod enospc;
+pub mod faults;
 pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;
