@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, integrity, posix, report};
+use crate::{enospc, fsx, integrity, posix, report};
 
 pub const USAGE: &str = "\
 usage:
@@ -12,6 +12,8 @@ usage:
   ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches] [--no-xattrs]
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
+  ferrofs-fstest fsx DIR [--ops N] [--procs P] [--seed S] [--remount SRC:FSTYPE] [--drop-caches]
+                         [--barrier-every N] [--max-len BYTES] [--inject-mismatch OP]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
 
@@ -20,6 +22,11 @@ the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check fail
 
 posix groups: open dirs link symlink rename mknod attrs times names truncate sparse io fsx mmap
               sync xattr bigdir readdir perms statfs large
+fsx: P processes, each on its own file with its own seed, verified against an in-memory model
+     after every operation; every --barrier-every operations (per process) all close their files
+     and the filesystem is unmounted and mounted again (--remount) or the caches dropped.
+     --inject-mismatch OP (self-test) corrupts process 0's file behind its model at OP.
+     defaults: --ops 10000 --procs 1 --seed 1 --barrier-every 2000 --max-len 262144
 defaults: --large-mib 16, --fsx-ops 3000, --bigdir 10000, enospc --seed 1 --rounds 3 --max-mib 65536
 ";
 
@@ -41,6 +48,12 @@ const VALUED: &[&str] = &[
     "--path",
     "--offset",
     "--len",
+    "--ops",
+    "--procs",
+    "--remount",
+    "--barrier-every",
+    "--max-len",
+    "--inject-mismatch",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -213,6 +226,44 @@ fn run(args: &[String]) -> Result<i32, String> {
                 drop_caches: a.has("--drop-caches"),
             };
             Ok(enospc::run(&o))
+        }
+        Some("fsx") => {
+            a.only(&[
+                "--ops",
+                "--procs",
+                "--seed",
+                "--remount",
+                "--barrier-every",
+                "--max-len",
+                "--inject-mismatch",
+                "--drop-caches",
+            ])?;
+            let remount = match a.get("--remount") {
+                None => None,
+                Some(v) => {
+                    let (s, t) = v
+                        .rsplit_once(':')
+                        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+                        .ok_or_else(|| format!("--remount: want SRC:FSTYPE, got {v}"))?;
+                    Some((s.to_string(), t.to_string()))
+                }
+            };
+            let procs = a.num("--procs", Some(1))?;
+            if !(1..=64).contains(&procs) {
+                return Err(format!("--procs: 1 to 64, got {procs}"));
+            }
+            let o = fsx::Opts {
+                dir: dir_arg(&a, 1)?,
+                ops: a.num("--ops", Some(10_000))?,
+                procs: procs as u32,
+                seed: a.num("--seed", Some(1))?,
+                remount,
+                barrier_every: a.num("--barrier-every", Some(2000))?,
+                max_len: a.num("--max-len", Some(256 * 1024))?.clamp(4096, 64 << 20),
+                inject: a.get("--inject-mismatch").map(|_| a.num("--inject-mismatch", None)).transpose()?,
+                drop_caches: a.has("--drop-caches"),
+            };
+            Ok(fsx::run(&o))
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;
