@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, fsx, integrity, posix, report};
+use crate::{enospc, fsx, integrity, posix, report, stress};
 
 pub const USAGE: &str = "\
 usage:
@@ -14,6 +14,7 @@ usage:
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest fsx DIR [--ops N] [--procs P] [--seed S] [--remount SRC:FSTYPE] [--drop-caches]
                          [--barrier-every N] [--max-len BYTES] [--inject-mismatch OP]
+  ferrofs-fstest stress DIR [--seconds N] [--procs P] [--seed S] [--inject-mismatch 1]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
 
@@ -27,6 +28,9 @@ fsx: P processes, each on its own file with its own seed, verified against an in
      and the filesystem is unmounted and mounted again (--remount) or the caches dropped.
      --inject-mismatch OP (self-test) corrupts process 0's file behind its model at OP.
      defaults: --ops 10000 --procs 1 --seed 1 --barrier-every 2000 --max-len 262144
+stress: P processes (renamers, readdir scanners, a mapper with a truncator, unlinkers of open
+     files, linkers, owners of model-checked files) on shared directories for N seconds, then
+     a check of the whole tree. defaults: --seconds 60 --procs 8 --seed 1
 defaults: --large-mib 16, --fsx-ops 3000, --bigdir 10000, enospc --seed 1 --rounds 3 --max-mib 65536
 ";
 
@@ -54,6 +58,7 @@ const VALUED: &[&str] = &[
     "--barrier-every",
     "--max-len",
     "--inject-mismatch",
+    "--seconds",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -264,6 +269,21 @@ fn run(args: &[String]) -> Result<i32, String> {
                 drop_caches: a.has("--drop-caches"),
             };
             Ok(fsx::run(&o))
+        }
+        Some("stress") => {
+            a.only(&["--seconds", "--procs", "--seed", "--inject-mismatch"])?;
+            let procs = a.num("--procs", Some(8))?;
+            if !(2..=64).contains(&procs) {
+                return Err(format!("--procs: 2 to 64, got {procs}"));
+            }
+            let o = stress::Opts {
+                dir: dir_arg(&a, 1)?,
+                seconds: a.num("--seconds", Some(60))?,
+                procs: procs as u32,
+                seed: a.num("--seed", Some(1))?,
+                inject: a.num("--inject-mismatch", Some(0))? != 0,
+            };
+            Ok(stress::run(&o))
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;

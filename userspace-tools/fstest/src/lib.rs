@@ -13,4 +13,5 @@ pub mod integrity;
 pub mod pattern;
 pub mod posix;
 pub mod report;
+pub mod stress;
 pub mod sys;
