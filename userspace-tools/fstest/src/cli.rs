@@ -265,7 +265,10 @@ fn run(args: &[String]) -> Result<i32, String> {
                 remount,
                 barrier_every: a.num("--barrier-every", Some(2000))?,
                 max_len: a.num("--max-len", Some(256 * 1024))?.clamp(4096, 64 << 20),
-                inject: a.get("--inject-mismatch").map(|_| a.num("--inject-mismatch", None)).transpose()?,
+                inject: a
+                    .get("--inject-mismatch")
+                    .map(|_| a.num("--inject-mismatch", None))
+                    .transpose()?,
                 drop_caches: a.has("--drop-caches"),
             };
             Ok(fsx::run(&o))

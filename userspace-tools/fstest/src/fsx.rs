@@ -192,7 +192,12 @@ struct LogEntry {
 impl std::fmt::Display for LogEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.kind {
-            Kind::Read | Kind::Write | Kind::Append | Kind::Hole | Kind::Punch | Kind::MapRead
+            Kind::Read
+            | Kind::Write
+            | Kind::Append
+            | Kind::Hole
+            | Kind::Punch
+            | Kind::MapRead
             | Kind::MapWrite => write!(
                 f,
                 "{:6} {:10} 0x{:06x} thru 0x{:06x} (0x{:x} bytes) size 0x{:x}",
@@ -210,7 +215,13 @@ impl std::fmt::Display for LogEntry {
                 self.kind.name(),
                 self.size
             ),
-            _ => write!(f, "{:6} {:10} size 0x{:x}", self.op, self.kind.name(), self.size),
+            _ => write!(
+                f,
+                "{:6} {:10} size 0x{:x}",
+                self.op,
+                self.kind.name(),
+                self.size
+            ),
         }
     }
 }
@@ -710,7 +721,10 @@ impl Runner<'_> {
             // Self-test: one byte of the file changes behind the model's back.
             let at = self.m.len() / 2;
             let b = self.m.data.get(at as usize).copied().unwrap_or(0) ^ 0x5a;
-            note(self.id, format!("self-test: op {op}: corrupting byte 0x{at:x}"));
+            note(
+                self.id,
+                format!("self-test: op {op}: corrupting byte 0x{at:x}"),
+            );
             if let Err((_, e)) = self.fd().pwrite_all(&[b], at) {
                 return self.error(op, "inject pwrite", e);
             }
@@ -1018,7 +1032,11 @@ pub fn run(o: &Opts) -> i32 {
                     inject,
                     drop_caches: o.drop_caches,
                 };
-                run_one(&one, &mut b, progress.as_ref().and_then(|p| p.get(i as usize)))
+                run_one(
+                    &one,
+                    &mut b,
+                    progress.as_ref().and_then(|p| p.get(i as usize)),
+                )
             }));
             let out = res.unwrap_or_else(|p| {
                 let msg = p
@@ -1128,10 +1146,7 @@ pub fn run(o: &Opts) -> i32 {
                 total.dropped += out.dropped;
                 total.punch_supported |= out.punch_supported;
                 match &out.problem {
-                    None => r.pass(&format!(
-                        "{name}: {} operations match the model",
-                        out.ops
-                    )),
+                    None => r.pass(&format!("{name}: {} operations match the model", out.ops)),
                     Some(p) => r.fail(
                         &format!("{name}: operations match the model"),
                         "no mismatch or error",
@@ -1141,7 +1156,10 @@ pub fn run(o: &Opts) -> i32 {
             }
             None => {
                 let how = if libc::WIFSIGNALED(status) {
-                    format!("killed by {} during op {at}", signame(libc::WTERMSIG(status)))
+                    format!(
+                        "killed by {} during op {at}",
+                        signame(libc::WTERMSIG(status))
+                    )
                 } else {
                     format!("exited {} without a result", libc::WEXITSTATUS(status))
                 };
@@ -1159,7 +1177,11 @@ pub fn run(o: &Opts) -> i32 {
     r.note(format!(
         "page-cache drops {}, punched holes {}",
         total.dropped,
-        if total.punch_supported { "supported" } else { "not supported (EOPNOTSUPP): skipped" }
+        if total.punch_supported {
+            "supported"
+        } else {
+            "not supported (EOPNOTSUPP): skipped"
+        }
     ));
     if total.errors == 0 && total.mismatches == 0 {
         let _ = sys::rmdir(&work);

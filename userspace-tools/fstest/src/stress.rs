@@ -168,12 +168,17 @@ pub fn check_race_content(b: &[u8]) -> Result<u64, String> {
     }
     let (id, len) = (w(8), w(16));
     if len != b.len() as u64 {
-        return Err(format!("file of id {id:#x}: {} bytes, header says {len}", b.len()));
+        return Err(format!(
+            "file of id {id:#x}: {} bytes, header says {len}",
+            b.len()
+        ));
     }
     let exp = race_content(id, b.len());
     match exp.iter().zip(b).position(|(a, c)| a != c) {
         None => Ok(id),
-        Some(at) => Err(format!("file of id {id:#x} ({len} bytes) differs at offset {at}")),
+        Some(at) => Err(format!(
+            "file of id {id:#x} ({len} bytes) differs at offset {at}"
+        )),
     }
 }
 
@@ -199,7 +204,11 @@ fn stable_name(k: usize) -> String {
 /// Whether a name in the shared directories is one that some process creates.
 pub fn known_name(n: &str) -> bool {
     let num = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-    let num2 = |s: &str| s.split_once('.').map(|(a, b)| num(a) && num(b)).unwrap_or(false);
+    let num2 = |s: &str| {
+        s.split_once('.')
+            .map(|(a, b)| num(a) && num(b))
+            .unwrap_or(false)
+    };
     if n == "sub" {
         return true;
     }
@@ -289,7 +298,9 @@ fn renamer(w: &mut W) {
                 // replaced (the descriptor keeps the old one).
                 reads += 1;
                 match sys::open(&target, libc::O_RDONLY, 0) {
-                    Err(e) => w.mismatch(format!("open race.{k}: {e} (rename must replace atomically)")),
+                    Err(e) => w.mismatch(format!(
+                        "open race.{k}: {e} (rename must replace atomically)"
+                    )),
                     Ok(fd) => {
                         if w.rng.chance(30) {
                             std::thread::yield_now();
@@ -339,7 +350,10 @@ fn scan(w: &mut W, dir: &Path, bufsize: usize, stable: Option<&BTreeMap<String, 
                 continue;
             }
             if !known_name(&n) {
-                w.mismatch(format!("{}: readdir returned an entry nobody made: {n:?}", dir.display()));
+                w.mismatch(format!(
+                    "{}: readdir returned an entry nobody made: {n:?}",
+                    dir.display()
+                ));
             }
             *seen.entry(n.clone()).or_default() += 1;
             if n.starts_with("stable.") {
@@ -518,7 +532,10 @@ fn truncator(w: &mut W) {
         }
     }
     let _ = fd.ftruncate(MM_SIZE);
-    w.out.info = format!("{} truncations down and up, content checked after each", w.out.ops);
+    w.out.info = format!(
+        "{} truncations down and up, content checked after each",
+        w.out.ops
+    );
 }
 
 fn unlinker(w: &mut W) {
@@ -556,7 +573,9 @@ fn unlinker(w: &mut W) {
             w.mismatch(format!("{} still there after unlink", p.display()));
         }
         match fd.fstat() {
-            Ok(s) if s.st_nlink != 0 => w.mismatch(format!("unlinked open file: nlink {}", s.st_nlink)),
+            Ok(s) if s.st_nlink != 0 => {
+                w.mismatch(format!("unlinked open file: nlink {}", s.st_nlink))
+            }
             Ok(_) => {}
             Err(e) => w.error("fstat", e),
         }
@@ -581,16 +600,21 @@ fn unlinker(w: &mut W) {
         let mut b = vec![0u8; 4096];
         match fd.pread_full(&mut b, len as u64) {
             Ok(4096) if b == extra => {}
-            Ok(k) => w.mismatch(format!("unlinked open file: wrote 4096 at {len}, read back {k} bytes differing")),
+            Ok(k) => w.mismatch(format!(
+                "unlinked open file: wrote 4096 at {len}, read back {k} bytes differing"
+            )),
             Err(e) => w.error("pread", e),
         }
         if let Err(e) = fd.close() {
             w.error("close unlinked file", e);
         }
-        if n % 16 == 0 {
+        if n.is_multiple_of(16) {
             match read_all(&held) {
                 Ok(b) if b == held_data => {}
-                Ok(b) => w.mismatch(format!("held unlinked file: {} bytes, content differs", b.len())),
+                Ok(b) => w.mismatch(format!(
+                    "held unlinked file: {} bytes, content differs",
+                    b.len()
+                )),
                 Err(e) => w.error("read held unlinked file", e),
             }
         }
@@ -627,7 +651,9 @@ fn linker(w: &mut W) {
             }
         } else if act < 9 {
             let i = w.rng.below(links.len() as u64) as usize;
-            let Some(p) = links.iter().nth(i).cloned() else { continue };
+            let Some(p) = links.iter().nth(i).cloned() else {
+                continue;
+            };
             match sys::unlink(&p) {
                 Ok(()) => {
                     links.remove(&p);
@@ -642,23 +668,31 @@ fn linker(w: &mut W) {
                     w.error("rename a link over another name of the same file", e);
                 }
                 if sys::lstat(&a).is_err() || sys::lstat(&own).is_err() {
-                    w.mismatch(format!("rename {} over {} (same inode) removed a name", a.display(), own.display()));
+                    w.mismatch(format!(
+                        "rename {} over {} (same inode) removed a name",
+                        a.display(),
+                        own.display()
+                    ));
                 }
             }
         }
         if links.len() > 40 {
-            let Some(p) = links.iter().next().cloned() else { continue };
+            let Some(p) = links.iter().next().cloned() else {
+                continue;
+            };
             if sys::unlink(&p).is_ok() {
                 links.remove(&p);
             }
         }
         match sys::lstat(&own) {
-            Ok(s) if s.st_nlink as usize != links.len() + 1 || s.st_ino != ino => w.mismatch(format!(
-                "own file: nlink {} (ino {}), want {} (ino {ino})",
-                s.st_nlink,
-                s.st_ino,
-                links.len() + 1
-            )),
+            Ok(s) if s.st_nlink as usize != links.len() + 1 || s.st_ino != ino => {
+                w.mismatch(format!(
+                    "own file: nlink {} (ino {}), want {} (ino {ino})",
+                    s.st_nlink,
+                    s.st_ino,
+                    links.len() + 1
+                ))
+            }
             Ok(_) => {}
             Err(e) => w.error("lstat own", e),
         }
@@ -666,7 +700,10 @@ fn linker(w: &mut W) {
             if let Some(p) = links.iter().last() {
                 match sys::read_file(p) {
                     Ok(b) if b == data => {}
-                    Ok(_) => w.mismatch(format!("{}: content differs from the file it links", p.display())),
+                    Ok(_) => w.mismatch(format!(
+                        "{}: content differs from the file it links",
+                        p.display()
+                    )),
                     Err(e) => w.error("read link", e),
                 }
             }
@@ -754,7 +791,10 @@ fn encode(o: &Outcome) -> String {
         o.errors,
         o.mismatches,
         o.info.replace(['\t', '\n'], " "),
-        o.problem.as_deref().unwrap_or("").replace(['\t', '\n'], " ")
+        o.problem
+            .as_deref()
+            .unwrap_or("")
+            .replace(['\t', '\n'], " ")
     )
 }
 
@@ -783,7 +823,11 @@ fn setup(root: &Path, shared: &Path, sub: &Path, procs: u32) -> R<()> {
         )?;
     }
     for k in 0..RACE {
-        write_new(&shared.join(format!("race.{k}")), &race_content(k, 100), false)?;
+        write_new(
+            &shared.join(format!("race.{k}")),
+            &race_content(k, 100),
+            false,
+        )?;
     }
     let mm: Vec<u8> = (0..MM_SIZE).map(mm_byte).collect();
     for i in (0..procs).filter(|&i| role_of(i, procs) == Role::Mapper) {
@@ -865,7 +909,11 @@ fn final_check(r: &mut Report, shared: &Path, sub: &Path) -> u64 {
     for k in 0..RACE {
         if sys::lstat(shared.join(format!("race.{k}"))).is_err() {
             bad += 1;
-            r.fail("final: race entries present", format!("race.{k}"), "missing");
+            r.fail(
+                "final: race entries present",
+                format!("race.{k}"),
+                "missing",
+            );
         }
     }
     let mut wrong = Vec::new();
@@ -884,7 +932,10 @@ fn final_check(r: &mut Report, shared: &Path, sub: &Path) -> u64 {
     }
     bad += wrong.len() as u64;
     r.check(
-        &format!("final: link counts equal the names found ({files} names, {} inodes)", names.len()),
+        &format!(
+            "final: link counts equal the names found ({files} names, {} inodes)",
+            names.len()
+        ),
         wrong.is_empty(),
         "equal",
         wrong.join("; "),
@@ -941,16 +992,14 @@ pub fn run(o: &Opts) -> i32 {
                 deadline,
                 inject: o.inject,
             };
-            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                match role {
-                    Role::Renamer => renamer(&mut w),
-                    Role::Scanner => scanner(&mut w),
-                    Role::Mapper => mapper(&mut w),
-                    Role::Truncator => truncator(&mut w),
-                    Role::Unlinker => unlinker(&mut w),
-                    Role::Linker => linker(&mut w),
-                    Role::Owner => owner(&mut w),
-                }
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match role {
+                Role::Renamer => renamer(&mut w),
+                Role::Scanner => scanner(&mut w),
+                Role::Mapper => mapper(&mut w),
+                Role::Truncator => truncator(&mut w),
+                Role::Unlinker => unlinker(&mut w),
+                Role::Linker => linker(&mut w),
+                Role::Owner => owner(&mut w),
             }));
             if res.is_err() {
                 w.error("worker", "panic");
@@ -986,7 +1035,10 @@ pub fn run(o: &Opts) -> i32 {
                     Some(p) => r.fail(
                         &format!("{name}: {} rounds, {}", out.ops, out.info),
                         "no errors or mismatches",
-                        format!("{} errors, {} mismatches, first: {p}", out.errors, out.mismatches),
+                        format!(
+                            "{} errors, {} mismatches, first: {p}",
+                            out.errors, out.mismatches
+                        ),
                     ),
                 }
                 if out.ops == 0 {
@@ -1032,7 +1084,17 @@ mod tests {
 
     #[test]
     fn names_and_mm() {
-        for n in ["stable.003", "race.7", "t3.12", "u1.5", "own4", "ln5.9", "o6.2", "held4", "mm2"] {
+        for n in [
+            "stable.003",
+            "race.7",
+            "t3.12",
+            "u1.5",
+            "own4",
+            "ln5.9",
+            "o6.2",
+            "held4",
+            "mm2",
+        ] {
             assert!(known_name(n), "{n}");
         }
         for n in ["stable.", "t3", "x", "race.a", "ln5"] {
