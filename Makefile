@@ -71,7 +71,7 @@ crash-full:
 #   make stress SECONDS=1800 [SEED=1]
 .PHONY: fsx stress
 fsx: initramfs
-	qemu/run-guest.sh --timeout $$(( 600 + $(or $(OPS),20000) / 40 )) ferrofs-fsx $(or $(OPS),20000) $(or $(PROCS),4) $(or $(SEED),1)
+	qemu/run-guest.sh --timeout $$(( 600 + $(or $(OPS),20000) / 20 )) ferrofs-fsx $(or $(OPS),20000) $(or $(PROCS),4) $(or $(SEED),1)
 
 stress: initramfs
 	qemu/run-guest.sh --timeout $$(( 600 + 2 * $(or $(SECONDS),60) )) ferrofs-stress $(or $(SECONDS),60) $(or $(SEED),1)
