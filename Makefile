@@ -68,3 +68,17 @@ crash-full:
 .PHONY: faults
 faults: initramfs
 	qemu/run-guest.sh --timeout 3600 ferrofs-faults $(or $(ROUNDS),4) $(or $(SEED),11)
+# Long randomized checking (issue 9): fsx-style checker (ferrofs-fstest fsx) on nandsim, PROCS
+# processes on separate files, umount+mount every 1000 operations per process; prints
+# "fsx: N operations, M mismatches". make test runs 20000 operations.
+#   make fsx OPS=1000000 [PROCS=4] [SEED=1]
+# Concurrent stress (issue 9): stress-ng's filesystem stressors for half of SECONDS, then
+# ferrofs-fstest stress (8 processes on shared directories) for the other half; prints
+# "stress: N seconds, P processes, E errors, M mismatches". make test runs 60 s.
+#   make stress SECONDS=1800 [SEED=1]
+.PHONY: fsx stress
+fsx: initramfs
+	qemu/run-guest.sh --timeout $$(( 600 + $(or $(OPS),20000) / 20 )) ferrofs-fsx $(or $(OPS),20000) $(or $(PROCS),4) $(or $(SEED),1)
+
+stress: initramfs
+	qemu/run-guest.sh --timeout $$(( 600 + 2 * $(or $(SECONDS),60) )) ferrofs-stress $(or $(SECONDS),60) $(or $(SEED),1)

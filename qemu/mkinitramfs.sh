@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Assemble the guest initramfs: busybox, the kernel's modules, ferrofs.ko, the userspace tools,
-# the peers' tools (mtd-utils, f2fs-tools, e2fsprogs) with their libraries, and the guest tests.
+# the peers' tools (mtd-utils, f2fs-tools, e2fsprogs) and stress-ng with their libraries, and the
+# guest tests.
 # Usage: mkinitramfs.sh KDIR OUT.cpio.gz [EXTRA_KO...]
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -37,6 +38,10 @@ for b in flash_erase nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubi
   [ -n "$path" ] || { echo "mkinitramfs: $b not found on the host: run qemu/install-deps.sh" >&2; exit 1; }
   copy_bin "$path" "/usr/sbin/$b"
 done
+# stress-ng (Debian's, dynamically linked) for the ferrofs-stress suite.
+path="$(command -v stress-ng || true)"
+[ -n "$path" ] || { echo "mkinitramfs: stress-ng not found on the host: run qemu/install-deps.sh" >&2; exit 1; }
+copy_bin "$path" /usr/bin/stress-ng
 ln -sf mke2fs "$STAGE/usr/sbin/mkfs.ext4"
 ln -sf e2fsck "$STAGE/usr/sbin/fsck.ext4"
 [ -e "$STAGE/etc/mke2fs.conf" ] || cp /etc/mke2fs.conf "$STAGE/etc/" 2>/dev/null || true

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, faults, integrity, posix, report};
+use crate::{enospc, faults, fsx, integrity, posix, report, stress};
 
 pub const USAGE: &str = "\
 usage:
@@ -12,6 +12,9 @@ usage:
   ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches] [--no-xattrs]
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
+  ferrofs-fstest fsx DIR [--ops N] [--procs P] [--seed S] [--remount SRC:FSTYPE] [--drop-caches]
+                         [--barrier-every N] [--max-len BYTES] [--inject-mismatch OP]
+  ferrofs-fstest stress DIR [--seconds N] [--procs P] [--seed S] [--inject-mismatch 1]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest faults churn DIR --seed S --files N --kib K --rounds R [--fsync]
   ferrofs-fstest faults write DIR --seed S --files N --kib K --gen G [--fsync]
@@ -28,6 +31,14 @@ the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check fail
 
 posix groups: open dirs link symlink rename mknod attrs times names truncate sparse io fsx mmap
               sync xattr bigdir readdir perms statfs large
+fsx: P processes, each on its own file with its own seed, verified against an in-memory model
+     after every operation; every --barrier-every operations (per process) all close their files
+     and the filesystem is unmounted and mounted again (--remount) or the caches dropped.
+     --inject-mismatch OP (self-test) corrupts process 0's file behind its model at OP.
+     defaults: --ops 10000 --procs 1 --seed 1 --barrier-every 2000 --max-len 262144
+stress: P processes (renamers, readdir scanners, a mapper with a truncator, unlinkers of open
+     files, linkers, owners of model-checked files) on shared directories for N seconds, then
+     a check of the whole tree. defaults: --seconds 60 --procs 8 --seed 1
 defaults: --large-mib 16, --fsx-ops 3000, --bigdir 10000, enospc --seed 1 --rounds 3 --max-mib 65536
 ";
 
@@ -55,6 +66,13 @@ const VALUED: &[&str] = &[
     "--expect-eio",
     "--page-size",
     "--blank",
+    "--ops",
+    "--procs",
+    "--remount",
+    "--barrier-every",
+    "--max-len",
+    "--inject-mismatch",
+    "--seconds",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -230,6 +248,62 @@ fn run(args: &[String]) -> Result<i32, String> {
                 drop_caches: a.has("--drop-caches"),
             };
             Ok(enospc::run(&o))
+        }
+        Some("fsx") => {
+            a.only(&[
+                "--ops",
+                "--procs",
+                "--seed",
+                "--remount",
+                "--barrier-every",
+                "--max-len",
+                "--inject-mismatch",
+                "--drop-caches",
+            ])?;
+            let remount = match a.get("--remount") {
+                None => None,
+                Some(v) => {
+                    let (s, t) = v
+                        .rsplit_once(':')
+                        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+                        .ok_or_else(|| format!("--remount: want SRC:FSTYPE, got {v}"))?;
+                    Some((s.to_string(), t.to_string()))
+                }
+            };
+            let procs = a.num("--procs", Some(1))?;
+            if !(1..=64).contains(&procs) {
+                return Err(format!("--procs: 1 to 64, got {procs}"));
+            }
+            let o = fsx::Opts {
+                dir: dir_arg(&a, 1)?,
+                ops: a.num("--ops", Some(10_000))?,
+                procs: procs as u32,
+                seed: a.num("--seed", Some(1))?,
+                remount,
+                barrier_every: a.num("--barrier-every", Some(2000))?,
+                max_len: a.num("--max-len", Some(256 * 1024))?.clamp(4096, 64 << 20),
+                inject: a
+                    .get("--inject-mismatch")
+                    .map(|_| a.num("--inject-mismatch", None))
+                    .transpose()?,
+                drop_caches: a.has("--drop-caches"),
+            };
+            Ok(fsx::run(&o))
+        }
+        Some("stress") => {
+            a.only(&["--seconds", "--procs", "--seed", "--inject-mismatch"])?;
+            let procs = a.num("--procs", Some(8))?;
+            if !(2..=64).contains(&procs) {
+                return Err(format!("--procs: 2 to 64, got {procs}"));
+            }
+            let o = stress::Opts {
+                dir: dir_arg(&a, 1)?,
+                seconds: a.num("--seconds", Some(60))?,
+                procs: procs as u32,
+                seed: a.num("--seed", Some(1))?,
+                inject: a.num("--inject-mismatch", Some(0))? != 0,
+            };
+            Ok(stress::run(&o))
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;

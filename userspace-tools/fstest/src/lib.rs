@@ -9,9 +9,11 @@
 pub mod cli;
 pub mod enospc;
 pub mod faults;
+pub mod fsx;
 pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;
 pub mod posix;
 pub mod report;
+pub mod stress;
 pub mod sys;

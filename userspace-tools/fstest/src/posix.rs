@@ -1962,107 +1962,39 @@ fn g_io(r: &mut Report, cx: &Ctx) {
     }
 }
 
-/// Random pwrite/pread/truncate/mmap-read operations against an in-memory model.
+/// The fsx checker ([`crate::fsx`]) in-process on one file: random reads, writes, appends,
+/// truncates, holes, mapped reads and writes, syncs and reopens against an in-memory model (with
+/// `--drop-caches`, the page cache is dropped at its barriers and as one of its operations).
 fn g_fsx(r: &mut Report, cx: &Ctx) {
     let d = cx.sub("fsx");
-    let f = d.join("f");
-    let fd = must(sys::open(&f, O_CREAT | O_RDWR, 0o644), "create");
-    let mut model: Vec<u8> = Vec::new();
-    let mut rng = Rng::new(0xF5);
-    let maxlen: u64 = 300 * 1024;
-    let mut fail: Option<String> = None;
-    let mut counts = [0u64; 5];
-    let mut buf = Vec::new();
-    for op in 0..cx.o.fsx_ops {
-        let k = rng.below(100);
-        if k < 45 {
-            counts[0] += 1;
-            let off = rng.below(maxlen);
-            let len = rng.range(1, 20000) as usize;
-            let data = pat(op, off, len);
-            if let Err((_, e)) = fd.pwrite_all(&data, off) {
-                fail = Some(format!("op {op}: pwrite {off}+{len}: {e}"));
-                break;
-            }
-            let end = off as usize + len;
-            if model.len() < end {
-                model.resize(end, 0);
-            }
-            model[off as usize..end].copy_from_slice(&data);
-        } else if k < 80 {
-            counts[1] += 1;
-            let off = rng.below(model.len() as u64 + 100);
-            let len = rng.range(1, 30000) as usize;
-            buf.resize(len, 0);
-            let n = match fd.pread_full(&mut buf, off) {
-                Ok(n) => n,
-                Err(e) => {
-                    fail = Some(format!("op {op}: pread: {e}"));
-                    break;
-                }
-            };
-            let exp = model.len().saturating_sub(off as usize).min(len);
-            if n != exp || (n > 0 && buf[..n] != model[off as usize..off as usize + n]) {
-                let at = (0..n.min(exp)).find(|&i| buf[i] != model[off as usize + i]);
-                fail = Some(format!(
-                    "op {op}: pread {off}+{len} returned {n} (want {exp}), first bad byte at {:?}",
-                    at.map(|i| off as usize + i)
-                ));
-                break;
-            }
-        } else if k < 92 {
-            counts[2] += 1;
-            let len = rng.below(maxlen + 20000) as usize;
-            if let Err(e) = fd.ftruncate(len as u64) {
-                fail = Some(format!("op {op}: ftruncate {len}: {e}"));
-                break;
-            }
-            model.resize(len, 0);
-        } else if k < 97 {
-            counts[3] += 1;
-            if model.is_empty() {
-                continue;
-            }
-            match Mmap::new(&fd, model.len(), false, true) {
-                Ok(m) => {
-                    if m.as_slice() != &model[..] {
-                        let at = m.as_slice().iter().zip(&model).position(|(a, b)| a != b);
-                        fail = Some(format!("op {op}: mmap read differs at {at:?}"));
-                        break;
-                    }
-                }
-                Err(e) => {
-                    fail = Some(format!("op {op}: mmap: {e}"));
-                    break;
-                }
-            }
-        } else {
-            counts[4] += 1;
-            if let Err(e) = fd.fdatasync() {
-                fail = Some(format!("op {op}: fdatasync: {e}"));
-                break;
-            }
-        }
-        let sz = fd.fstat().map(|s| s.st_size as usize).unwrap_or(usize::MAX);
-        if sz != model.len() {
-            fail = Some(format!("op {op}: size {sz}, model {}", model.len()));
-            break;
-        }
-    }
-    match fail {
-        None => r.pass(&format!(
-            "{} random ops match the model ({} pwrite, {} pread, {} truncate, {} mmap read, {} fdatasync)",
-            cx.o.fsx_ops, counts[0], counts[1], counts[2], counts[3], counts[4]
-        )),
-        Some(m) => r.fail("random ops match the model", "no divergence", m),
-    }
-    drop(fd);
-    cx.maybe_drop();
-    r.eq(
-        "final content after reopen",
-        Ok(true),
-        sys::read_file(&f).map(|v| v == model),
-    );
+    let one = crate::fsx::One {
+        id: 0,
+        path: d.join("f"),
+        seed: 0xF5,
+        ops: cx.o.fsx_ops,
+        barrier_every: (cx.o.fsx_ops / 2).max(1),
+        max_len: 300 * 1024,
+        inject: None,
+        drop_caches: cx.o.drop_caches,
+    };
+    let mut b = crate::fsx::LocalBarrier {
+        drop_caches: cx.o.drop_caches,
+    };
+    let out = crate::fsx::run_one(&one, &mut b, None);
+    let counts: Vec<String> = crate::fsx::KINDS
+        .iter()
+        .zip(out.counts)
+        .filter(|(_, c)| *c > 0)
+        .map(|(k, c)| format!("{c} {}", k.name()))
+        .collect();
+    match &out.problem {
+        None => r.eq(
+            &format!("random ops match the model ({})", counts.join(", ")),
+            cx.o.fsx_ops,
+            out.ops,
+        ),
+        Some(m) => r.check("random ops match the model", false, "no divergence", m),
+    };
 }
 
 fn g_mmap(r: &mut Report, cx: &Ctx) {
