@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, integrity, posix, report};
+use crate::{enospc, integrity, posix, powercut, report};
 
 pub const USAGE: &str = "\
 usage:
@@ -12,6 +12,8 @@ usage:
   ferrofs-fstest integrity verify DIR --seed S --total-mib N [--drop-caches] [--no-xattrs]
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
+  ferrofs-fstest powercut run    DIR --log DEV --seed S [--procs N] [--seconds T] [--log-half-mib M]
+  ferrofs-fstest powercut verify DIR --log DEV [--log-half-mib M]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
 
@@ -41,6 +43,10 @@ const VALUED: &[&str] = &[
     "--path",
     "--offset",
     "--len",
+    "--log",
+    "--procs",
+    "--seconds",
+    "--log-half-mib",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -213,6 +219,33 @@ fn run(args: &[String]) -> Result<i32, String> {
                 drop_caches: a.has("--drop-caches"),
             };
             Ok(enospc::run(&o))
+        }
+        Some("powercut") => {
+            let sub = a.pos.get(1).map(String::as_str).ok_or("powercut needs run or verify")?;
+            let dir = dir_arg(&a, 2)?;
+            let log = PathBuf::from(a.get("--log").ok_or("--log is required")?);
+            let half_sectors = a.num("--log-half-mib", Some(32))? * 1024 * 1024 / powercut::SECTOR as u64;
+            if half_sectors == 0 {
+                return Err("--log-half-mib must be at least 1".into());
+            }
+            match sub {
+                "run" => {
+                    a.only(&["--log", "--seed", "--procs", "--seconds", "--log-half-mib"])?;
+                    Ok(powercut::run(&powercut::RunOpts {
+                        dir,
+                        log,
+                        half_sectors,
+                        procs: a.num("--procs", Some(3))?.clamp(1, 16) as u32,
+                        seed: a.num("--seed", None)?,
+                        seconds: a.num("--seconds", Some(60))?,
+                    }))
+                }
+                "verify" => {
+                    a.only(&["--log", "--log-half-mib"])?;
+                    Ok(powercut::verify(&powercut::VerifyOpts { dir, log, half_sectors }))
+                }
+                other => Err(format!("unknown powercut subcommand {other}")),
+            }
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;

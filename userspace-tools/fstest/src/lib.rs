@@ -11,5 +11,6 @@ pub mod enospc;
 pub mod integrity;
 pub mod pattern;
 pub mod posix;
+pub mod powercut;
 pub mod report;
 pub mod sys;
