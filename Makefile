@@ -60,3 +60,13 @@ bench-full: initramfs
 .PHONY: crash-full
 crash-full:
 	cd userspace-tools && FERROFS_CRASH_FULL=1 cargo test --release -p ferrofs-engine-tests --test crash_enum -- --nocapture
+
+# Power cuts by killing QEMU (issue 9): tests/powercut/run-powercut.sh (SIGKILL at random moments,
+# also inside the mount; fsck -n, mount, every fsync'd file and entry checked against a log on a
+# second disk). Prints "power cuts: N cuts, F failed mounts, E fsck errors, L fsync'd files lost".
+#   make powercut CUTS=200 [FS=ferrofs|ubifs] [SEED=S]
+.PHONY: powercut
+CUTS ?= 5
+FS ?= ferrofs
+powercut: initramfs
+	CUTS=$(CUTS) FS=$(FS) $(if $(SEED),SEED=$(SEED)) tests/powercut/run-powercut.sh

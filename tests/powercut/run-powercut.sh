@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Power cuts by killing QEMU (issue 9): `make powercut CUTS=N [FS=ferrofs|ubifs] [SEED=S]`.
 #
-# The flash is block2mtd over a virtio disk backed by a host file (build/disks/powercut-FS-flash.img),
-# the fsync log a second raw virtio disk (powercut-FS-log.img). Both use cache=unsafe: a write the
+# The flash is block2mtd over a virtio disk backed by a host file (build/disks/powercut-FS-SEED-flash.img),
+# the fsync log a second raw virtio disk (powercut-FS-SEED-log.img; both kept if a cut failed). Both use cache=unsafe: a write the
 # guest issued reaches the host file when QEMU performs it and survives the SIGKILL (the host
 # does not crash); whatever the guest had not yet written out (its page cache, including
 # block2mtd's dirty pages not yet flushed by an MTD sync) is lost, as at a power cut.
@@ -33,6 +33,11 @@ source qemu/env.sh
 CUTS="${CUTS:-5}"; FS="${FS:-ferrofs}"; PROCS="${PROCS:-3}"
 MIN_S="${MIN_S:-1}"; MAX_S="${MAX_S:-8}"; MOUNT_MS="${MOUNT_MS:-400}"
 FLASH_MIB="${FLASH_MIB:-64}"; MEM="${MEM:-512}"
+# WRITEBACK=fast (the default for UBIFS): the guest writes dirty pages back within ~10 ms. block2mtd
+# writes through the guest's page cache, durable only at an MTD sync or writeback; ferrofs's
+# fsync syncs the MTD, UBIFS's does not (it relies on NAND writes being synchronous), so UBIFS
+# runs with fast writeback to approximate a synchronous MTD (WRITEBACK=default shows it without).
+WRITEBACK="${WRITEBACK:-$([ "$FS" = ubifs ] && echo fast || echo default)}"
 SEED="${SEED:-$(( $(od -An -N2 -tu2 /dev/urandom) * 32768 + $(od -An -N2 -tu2 /dev/urandom) ))}"
 case "$FS" in ferrofs|ubifs) ;; *) echo "run-powercut: FS must be ferrofs or ubifs" >&2; exit 2 ;; esac
 
@@ -48,8 +53,8 @@ RANDOM=$SEED
 rnd() { echo $(( (RANDOM * 32768 + RANDOM) % $1 )); }   # 0..$1-1, from the master seed
 
 mkdir -p build/disks build/logs
-FLASH=build/disks/powercut-$FS-flash.img
-LOGDISK=build/disks/powercut-$FS-log.img
+FLASH=build/disks/powercut-$FS-$SEED-flash.img
+LOGDISK=build/disks/powercut-$FS-$SEED-log.img
 rm -f "$FLASH" "$LOGDISK"
 truncate -s "${FLASH_MIB}M" "$FLASH"
 truncate -s 80M "$LOGDISK"            # two 32 MiB halves (ferrofs-fstest powercut --log-half-mib 32)
@@ -59,7 +64,7 @@ trap 'rm -rf "$RUNLOGS"' EXIT
 
 PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
 
-echo "powercut: $FS, $CUTS cuts, $FERROFS_KFLAVOUR kernel, master seed $SEED (repeat: make powercut CUTS=$CUTS FS=$FS SEED=$SEED)"
+echo "powercut: $FS, $CUTS cuts, $FERROFS_KFLAVOUR kernel, $WRITEBACK writeback, master seed $SEED (repeat: make powercut CUTS=$CUTS FS=$FS SEED=$SEED WRITEBACK=$WRITEBACK)"
 
 mount_ms_max=0
 cuts=0; mount_cuts=0; mount_cuts_inside=0; failed_mounts=0; fsck_errors=0; lost=0; tree_errors=0
@@ -74,7 +79,7 @@ boot() {
   gseed=$(( SEED * 1000 + i ))
   secs=$(( MAX_S + 60 ))
   [ "$phase" = final ] && secs=$MIN_S
-  local args="fs=$FS,phase=$phase,seed=$gseed,procs=$PROCS,seconds=$secs"
+  local args="fs=$FS,phase=$phase,seed=$gseed,procs=$PROCS,seconds=$secs,wb=$WRITEBACK"
   [ -n "$mopts" ] && args+=",mopts=$mopts"
   : > "$log"
   qemu-system-x86_64 -nodefaults -no-reboot -m "$MEM" -smp 2 -kernel "$KERNEL" -initrd "$INITRD" \
@@ -210,6 +215,7 @@ for (( k = 0; k < CUTS; k++ )); do
     echo "powercut: FAIL cut $k (seed $SEED): ${bad[$k]} (logs: $KEEP/boot$k.log, boot$((k + 1)).log)"
   fi
 done
+if [ "$n_failed" -eq 0 ]; then rm -f "$FLASH" "$LOGDISK"; else echo "powercut: disks kept: $FLASH $LOGDISK"; fi
 [ "$cuts" -eq "$CUTS" ] || { echo "powercut: only $cuts of $CUTS boots were killed"; }
 echo "powercut: $mount_cuts cuts during mount ($mount_cuts_inside inside it), $tree_errors tree problems, $workload_errors workload errors, $kernel_problems kernel reports, $other other problems; master seed $SEED; $(( $(date +%s) - t_start ))s"
 echo "power cuts: $cuts cuts, $failed_mounts failed mounts, $fsck_errors fsck errors, $lost fsync'd files lost"
