@@ -201,7 +201,7 @@ for (( i = 0; i <= CUTS; i++ )); do
   m="$(grep -aE '^POWERCUT-MOUNT-END: rc=0 ms=[0-9]+' "$RUNLOGS/boot$i.log" | sed -E 's/.*ms=([0-9]+).*/\1/' | head -n1)"
   [ -n "$m" ] && [ "$phase" != init ] && [ "$m" -gt "$mount_ms_max" ] && mount_ms_max=$m
   v="$(grep -aE '^POWERCUT-VERIFY:' "$RUNLOGS/boot$i.log" | head -n1 | sed 's/^POWERCUT-VERIFY: //')"
-  ops="$(grep -aE '^POWERCUT-WORKER' "$RUNLOGS/boot$i.log" | awk '{s+=$3} END {print s+0}')"
+  ops="$(grep -aE '^POWERCUT-WORKER' "$RUNLOGS/boot$i.log" | awk '{s+=$3} END {if (NR) print s}')"
   if [ "$killed" = 1 ]; then what="killed ${kill_ms} ms after ${mode} start$where"; else what="not killed"; fi
   echo "powercut: boot $i ($phase${mopts:+, -o $mopts}): ${boot_secs}s, $what${v:+; verify: $v}${ops:+; $ops worker ops reported}"
 done
