@@ -19,6 +19,7 @@
 #
 # Options (environment): CUTS (5), FS (ferrofs), SEED (random, printed), PROCS (3),
 #   MIN_S/MAX_S (1/8: the kill's delay into the workload, seconds), MOUNT_MS (300),
+#   MAX_MINUTES (none: past it the next boot is the last one, and the counts cover the cuts made),
 #   FLASH_MIB (64), MEM (512), INITRD (build/initramfs-FLAVOUR.cpio.gz), FERROFS_KFLAVOUR (release).
 # The master seed fixes every choice (guest seeds, delays, mount options, which boots are cut in
 # the mount); TCG timing is not deterministic, so a repeat lands the kills near, not exactly on,
@@ -69,7 +70,7 @@ echo "powercut: $FS, $CUTS cuts, $FERROFS_KFLAVOUR kernel, $WRITEBACK writeback,
 mount_ms_max=0
 cuts=0; mount_cuts=0; mount_cuts_inside=0; failed_mounts=0; fsck_errors=0; lost=0; tree_errors=0
 workload_errors=0; kernel_problems=0; other=0
-declare -a bad   # bad[k]=reason: cut k failed
+declare -a bad shown   # bad[k]=reason: cut k failed
 t_start=$(date +%s)
 
 # boot I PHASE MODE DELAY_MS MOPTS: runs one guest; sets killed=1 if it was killed, kill_ms.
@@ -184,6 +185,11 @@ judge() {
 }
 
 for (( i = 0; i <= CUTS; i++ )); do
+  # MAX_MINUTES: past it, the next boot is the last one (not killed); the counts cover the cuts made
+  if [ -n "${MAX_MINUTES:-}" ] && [ $i -ge 2 ] && [ $i -lt "$CUTS" ] && [ $(( $(date +%s) - t_start )) -ge $(( MAX_MINUTES * 60 )) ]; then
+    echo "powercut: time limit of $MAX_MINUTES minutes reached after $i cuts: this boot is the last"
+    CUTS=$i
+  fi
   phase=cut; [ $i -eq 0 ] && phase=init; [ $i -eq "$CUTS" ] && phase=final
   mode=workload; [ $i -ge 1 ] && [ $(( i % 4 )) -eq 2 ] && mode=mount
   [ "$phase" = final ] && mode=none
@@ -210,6 +216,8 @@ for (( i = 0; i <= CUTS; i++ )); do
     else mount_cuts_inside=$((mount_cuts_inside + 1)); where=" (inside the mount)"; fi
   fi
   judge "$i" "$phase" "$mode"
+  [ $i -ge 1 ] && [ -n "${bad[$((i - 1))]:-}" ] && [ "${shown[$((i - 1))]:-}" != "${bad[$((i - 1))]}" ] && {
+    echo "powercut: PROBLEM at cut $((i - 1)) (seen in boot $i): ${bad[$((i - 1))]}"; shown[$((i - 1))]="${bad[$((i - 1))]}"; }
   m="$(grep -aE '^POWERCUT-MOUNT-END: rc=0 ms=[0-9]+' "$RUNLOGS/boot$i.log" | sed -E 's/.*ms=([0-9]+).*/\1/' | head -n1)"
   [ -n "$m" ] && [ "$phase" != init ] && [ "$m" -gt "$mount_ms_max" ] && mount_ms_max=$m
   v="$(grep -aE '^POWERCUT-VERIFY:' "$RUNLOGS/boot$i.log" | head -n1 | sed 's/^POWERCUT-VERIFY: //')"
