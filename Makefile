@@ -82,3 +82,12 @@ fsx: initramfs
 
 stress: initramfs
 	qemu/run-guest.sh --timeout $$(( 600 + 2 * $(or $(SECONDS),60) )) ferrofs-stress $(or $(SECONDS),60) $(or $(SEED),1)
+# Power cuts by killing QEMU (issue 9): tests/powercut/run-powercut.sh (SIGKILL at random moments,
+# also inside the mount; fsck -n, mount, every fsync'd file and entry checked against a log on a
+# second disk). Prints "power cuts: N cuts, F failed mounts, E fsck errors, L fsync'd files lost".
+#   make powercut CUTS=200 [FS=ferrofs|ubifs] [SEED=S]
+.PHONY: powercut
+CUTS ?= 5
+FS ?= ferrofs
+powercut: initramfs
+	CUTS=$(CUTS) FS=$(FS) $(if $(SEED),SEED=$(SEED)) tests/powercut/run-powercut.sh

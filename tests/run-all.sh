@@ -2,7 +2,7 @@
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
-#      -> guest suites
+#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh, 5 cuts)
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
 # DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug, unless FERROFS_DEBUG=0.
 # FERROFS_KFLAVOUR=debug runs only the debug flavour, with every suite.
@@ -58,6 +58,13 @@ run_flavour() {
     tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
   add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)"
   took "guest suites ($flavour)"
+  begin "power cuts ($flavour)"
+  CUTS="${FERROFS_POWERCUT_CUTS:-5}" FS=ferrofs tests/powercut/run-powercut.sh 2>&1 | tee "build/logs/powercut-$flavour.log"
+  local pc_rc=${PIPESTATUS[0]} pc_line
+  pc_line="$(grep -E '^powercut: [0-9]+ passed, [0-9]+ failed' "build/logs/powercut-$flavour.log" | tail -n1)"
+  [ $pc_rc -ne 0 ] && [ -n "$pc_line" ] && [ "$(awk '{print $4}' <<<"$pc_line")" -eq 0 ] && pc_line="powercut: 0 passed, 1 failed"
+  add_line "$pc_line"
+  took "power cuts ($flavour)"
 }
 
 if [ "${FERROFS_KFLAVOUR:-release}" = debug ]; then

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::{enospc, faults, fsx, integrity, posix, report, stress};
+use crate::{enospc, faults, fsx, integrity, posix, powercut, report, stress};
 
 pub const USAGE: &str = "\
 usage:
@@ -15,6 +15,8 @@ usage:
   ferrofs-fstest fsx DIR [--ops N] [--procs P] [--seed S] [--remount SRC:FSTYPE] [--drop-caches]
                          [--barrier-every N] [--max-len BYTES] [--inject-mismatch OP]
   ferrofs-fstest stress DIR [--seconds N] [--procs P] [--seed S] [--inject-mismatch 1]
+  ferrofs-fstest powercut run    DIR --log DEV --seed S [--procs N] [--seconds T] [--log-half-mib M]
+  ferrofs-fstest powercut verify DIR --log DEV [--log-half-mib M]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
   ferrofs-fstest faults churn DIR --seed S --files N --kib K --rounds R [--fsync]
   ferrofs-fstest faults write DIR --seed S --files N --kib K --gen G [--fsync]
@@ -73,6 +75,10 @@ const VALUED: &[&str] = &[
     "--max-len",
     "--inject-mismatch",
     "--seconds",
+    "--log",
+    "--procs",
+    "--seconds",
+    "--log-half-mib",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
 
@@ -304,6 +310,32 @@ fn run(args: &[String]) -> Result<i32, String> {
                 inject: a.num("--inject-mismatch", Some(0))? != 0,
             };
             Ok(stress::run(&o))
+        Some("powercut") => {
+            let sub = a.pos.get(1).map(String::as_str).ok_or("powercut needs run or verify")?;
+            let dir = dir_arg(&a, 2)?;
+            let log = PathBuf::from(a.get("--log").ok_or("--log is required")?);
+            let half_sectors = a.num("--log-half-mib", Some(32))? * 1024 * 1024 / powercut::SECTOR as u64;
+            if half_sectors == 0 {
+                return Err("--log-half-mib must be at least 1".into());
+            }
+            match sub {
+                "run" => {
+                    a.only(&["--log", "--seed", "--procs", "--seconds", "--log-half-mib"])?;
+                    Ok(powercut::run(&powercut::RunOpts {
+                        dir,
+                        log,
+                        half_sectors,
+                        procs: a.num("--procs", Some(3))?.clamp(1, 16) as u32,
+                        seed: a.num("--seed", None)?,
+                        seconds: a.num("--seconds", Some(60))?,
+                    }))
+                }
+                "verify" => {
+                    a.only(&["--log", "--log-half-mib"])?;
+                    Ok(powercut::verify(&powercut::VerifyOpts { dir, log, half_sectors }))
+                }
+                other => Err(format!("unknown powercut subcommand {other}")),
+            }
         }
         Some("pattern") => {
             a.only(&["--seed", "--path", "--offset", "--len"])?;

@@ -14,6 +14,7 @@ pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;
 pub mod posix;
+pub mod powercut;
 pub mod report;
 pub mod stress;
 pub mod sys;
