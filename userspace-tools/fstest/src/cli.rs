@@ -13,6 +13,7 @@ usage:
   ferrofs-fstest integrity clean  DIR --seed S
   ferrofs-fstest enospc DIR [--seed S] [--rounds N] [--max-mib N] [--drop-caches]
   ferrofs-fstest pattern --seed S --path P --offset O --len N   (hex dump of expected bytes)
+  ferrofs-fstest hostile DISK MTD MNT [--first K] [--count N] [--image-timeout S]   (make hostile)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
@@ -132,6 +133,9 @@ fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
 }
 
 fn run(args: &[String]) -> Result<i32, String> {
+    if args.first().map(String::as_str) == Some("hostile") {
+        return Ok(crate::hostile::main(&args[1..]));
+    }
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {
         Some("posix") => {

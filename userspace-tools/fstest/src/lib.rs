@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod enospc;
+pub mod hostile;
 pub mod integrity;
 pub mod pattern;
 pub mod posix;
