@@ -60,3 +60,13 @@ bench-full: initramfs
 .PHONY: crash-full
 crash-full:
 	cd userspace-tools && FERROFS_CRASH_FULL=1 cargo test --release -p ferrofs-engine-tests --test crash_enum -- --nocapture
+
+# Hostile images (issue 9): IMAGES mutated ferrofs images (seeded: SEED), each mounted in a guest on
+# mtdram; rejected with a message or mounted, read, written, unmounted; a crash of one image is counted
+# and the next runs in a new guest. Prints "hostile images: N tried, R rejected, M mounted, C crashes".
+#   make hostile IMAGES=5000 SEED=1
+.PHONY: hostile
+IMAGES ?= 200
+SEED ?= 1
+hostile: initramfs
+	tests/hostile/run-hostile.sh $(IMAGES) $(SEED)

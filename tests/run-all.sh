@@ -58,6 +58,10 @@ run_flavour() {
     tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
   add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)"
   took "guest suites ($flavour)"
+  begin "hostile images ($flavour)"
+  tests/hostile/run-hostile.sh "${FERROFS_HOSTILE_IMAGES:-200}" 1 2>&1 | tee "build/logs/hostile-$flavour.log"
+  add_line "$(grep -E '^hostile: [0-9]+ passed' "build/logs/hostile-$flavour.log" | tail -n1)"
+  took "hostile images ($flavour)"
 }
 
 if [ "${FERROFS_KFLAVOUR:-release}" = debug ]; then
