@@ -790,7 +790,7 @@ pub fn mutate_one(k: &str, rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
                 0 => (ROOT_INO, "root"),
                 1 => (r.hdr.key.ino, "self"),
                 2 => (pick(rng, &dirs).unwrap_or(ROOT_INO), "dir"),
-                _ => (get64(d, pl) + 1, "next"),
+                _ => (get64(d, pl).wrapping_add(1), "next"),
             };
             put64(d, pl, v);
             if rng.pct(50) {
@@ -898,7 +898,7 @@ fn payload(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
                 }
                 2 => {
                     let a = get64(d, pl);
-                    put64(d, pl, a + 1);
+                    put64(d, pl, a.wrapping_add(1));
                     put64(d, pl + 17, a.saturating_sub(1));
                     f = "inverted";
                 }
@@ -979,7 +979,7 @@ fn index(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
             "level"
         }
         1 => {
-            put16(d, pl + 1, [0u16, 65, u16::MAX, count as u16 + 1, (count as u16).saturating_sub(1)][rng.idx(5)]);
+            put16(d, pl + 1, [0u16, 65, u16::MAX, (count as u16).wrapping_add(1), (count as u16).saturating_sub(1)][rng.idx(5)]);
             "count"
         }
         2 => {
@@ -1128,7 +1128,7 @@ fn cp(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
             match rng.below(4) {
                 0 => put32(d, h, [NO_SEG, SEG_COUNT, 0, 2, u32::MAX - 1][rng.idx(5)]),
                 1 => {
-                    let v = [SEG_SIZE, SEG_SIZE - 1, 1, 47, u32::MAX, get32(d, h + 4) + 512][rng.idx(6)];
+                    let v = [SEG_SIZE, SEG_SIZE - 1, 1, 47, u32::MAX, get32(d, h + 4).wrapping_add(512)][rng.idx(6)];
                     put32(d, h + 4, v);
                 }
                 2 => {
@@ -1140,7 +1140,7 @@ fn cp(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
             "head"
         }
         11 => {
-            let v = [0u32, 1, seg_count + 1, seg_count.saturating_sub(1), 201, u32::MAX, 1 << 20][rng.idx(7)];
+            let v = [0u32, 1, seg_count.wrapping_add(1), seg_count.saturating_sub(1), 201, u32::MAX, 1 << 20][rng.idx(7)];
             put32(d, o + 186, v);
             "seg-count"
         }
