@@ -6,7 +6,8 @@
 # next image in a new guest.
 #
 #   tests/hostile/run-hostile.sh [IMAGES [SEED]]     (default 200 images, seed 1)
-# Env: FERROFS_KFLAVOUR (kernel), HOSTILE_IMAGE_TIMEOUT (guest watchdog per image, default 120 s).
+# Env: HOSTILE_TAG (names the disk and logs, for runs side by side), FERROFS_KFLAVOUR (kernel), HOSTILE_IMAGE_TIMEOUT (guest watchdog per image, default 120 s),
+# HOSTILE_INITRD (another initramfs, e.g. one with a ferrofs.ko from another branch).
 # Prints "hostile images: N tried, R rejected, M mounted, C crashes" and
 # "hostile: P passed, F failed" (F = crashed, hung, WARN/BUG reports, silent refusals, bad
 # read-back, failed umount; fails on any).
@@ -17,21 +18,21 @@ images=${1:-200}; seed=${2:-1}
 flavour=${FERROFS_KFLAVOUR:-release}
 per_image=${HOSTILE_IMAGE_TIMEOUT:-120}
 mkdir -p build/disks build/logs/hostile
-disk=build/disks/hostile-$flavour.img
+disk=build/disks/hostile-$flavour${HOSTILE_TAG:+-$HOSTILE_TAG}.img
 t0=$(date +%s)
 (cd userspace-tools && cargo build --release -q -p ferrofs-tools --bin ferrofs-hostile) || { echo "hostile: generator build failed"; echo "hostile: 0 passed, 1 failed"; exit 1; }
-userspace-tools/target/release/ferrofs-hostile --out "$disk" --images "$images" --seed "$seed" --list > build/logs/hostile/images-$flavour.txt \
+userspace-tools/target/release/ferrofs-hostile --out "$disk" --images "$images" --seed "$seed" --list > build/logs/hostile/images-$flavour${HOSTILE_TAG:+-$HOSTILE_TAG}.txt \
   || { echo "hostile: generating the images failed"; echo "hostile: 0 passed, 1 failed"; exit 1; }
-tail -n1 build/logs/hostile/images-$flavour.txt
+tail -n1 build/logs/hostile/images-$flavour${HOSTILE_TAG:+-$HOSTILE_TAG}.txt
 first=0; tried=0; rejected=0; mounted=0; crashes=0; failed=0; passed=0; guests=0
 crashed=()
 while [ "$first" -lt "$images" ]; do
   guests=$((guests + 1))
-  log=build/logs/hostile/guest-$flavour-$first.log
+  log=build/logs/hostile/guest-$flavour${HOSTILE_TAG:+-$HOSTILE_TAG}-$first.log
   left=$((images - first))
   # boot plus a generous per-image budget; the guest's own watchdog catches one hung image
   timeout_s=$((120 + left * 20))
-  qemu/run-guest.sh --disk "$disk" --timeout "$timeout_s" --log "$log" ferrofs-hostile "$first" "$left" > "$log.driver" 2>&1
+  qemu/run-guest.sh ${HOSTILE_INITRD:+--initrd "$HOSTILE_INITRD"} --disk "$disk" --timeout "$timeout_s" --log "$log" ferrofs-hostile "$first" "$left" "$per_image" > "$log.driver" 2>&1
   rc=$?
   done_n=$(grep -acE '^hostile-done [0-9]+ ' "$log")
   rej=$(grep -acE '^hostile-done [0-9]+ rejected' "$log")

@@ -7,7 +7,8 @@
 //! ferrofs; a refusal must come with a ferrofs message in the kernel log; a mount must let us
 //! walk the tree (stat, read every file, readlink, listxattr/getxattr: errors such as EIO are
 //! expected on the damaged parts), write (create, write, fsync, rename, unlink, read back: what
-//! was written and fsync'd without an error must read back intact), and unmount. After each image
+//! was written and fsync'd without an error must read back intact), unmount, then mount the
+//! result once more, walk it and unmount (keep working after a damaged mount). After each image
 //! the kernel log is scanned for WARNING/BUG/Oops/KASAN reports. A watchdog reboots the guest when
 //! one image takes longer than the image timeout (`HOSTILE-HANG` on the console); an oops panics
 //! the guest (oops=panic). The host driver (tests/hostile/run-hostile.sh) sees the last
@@ -247,6 +248,8 @@ struct Tally {
     rejected: u32,
     mounted: u32,
     failed: u32,
+    remounted: u32,
+    remount_refused: u32,
     errnos: BTreeMap<String, u64>,
     files: u64,
     bytes: u64,
@@ -597,7 +600,30 @@ fn run_images(o: &Opts, disk: &Disk, mtd: &Fd, src: &str, kmsg: &Kmsg, mark: &dy
                         format!("{err}")
                     }
                 };
-                format!("mounted entries={entries} errors={errors} write={wr} umount={um}")
+                // keep working: the same filesystem again, after what this mount wrote
+                let again = if um == "ok" {
+                    match mount(src, &o.mnt) {
+                        Ok(()) => {
+                            let mut w =
+                                Walk { t: &mut t, seen: HashSet::new(), entries: 0, errors: 0, buf: vec![0u8; 64 * 1024] };
+                            w.dir(&o.mnt, 0);
+                            let (n2, e2) = (w.entries, w.errors);
+                            t.remounted += 1;
+                            if let Err(err) = umount(&o.mnt, 0) {
+                                let r = umount(&o.mnt, libc::MNT_DETACH);
+                                fail = Some(format!("umount after the remount failed: {err} (lazy umount: {r:?})"));
+                            }
+                            format!("entries={n2} errors={e2}")
+                        }
+                        Err(err) => {
+                            t.remount_refused += 1;
+                            format!("refused:{err}")
+                        }
+                    }
+                } else {
+                    "skipped".into()
+                };
+                format!("mounted entries={entries} errors={errors} write={wr} umount={um} remount={again}")
             }
         };
         for l in kmsg.lines() {
@@ -621,12 +647,14 @@ fn run_images(o: &Opts, disk: &Disk, mtd: &Fd, src: &str, kmsg: &Kmsg, mark: &dy
     let errs: Vec<String> = t.errnos.iter().map(|(k, v)| format!("{k}={v}")).collect();
     say(&format!("hostile errnos: {}", if errs.is_empty() { "none".into() } else { errs.join(" ") }));
     say(&format!(
-        "hostile-guest: images {}..{}: {} tried, {} rejected, {} mounted, {} failed; {} files, {} bytes read in {:.1}s",
+        "hostile-guest: images {}..{}: {} tried, {} rejected, {} mounted ({} remounted, {} refused on remount), {} failed; {} files, {} bytes read in {:.1}s",
         o.first,
         end,
         t.tried,
         t.rejected,
         t.mounted,
+        t.remounted,
+        t.remount_refused,
         t.failed,
         t.files,
         t.bytes,

@@ -328,12 +328,54 @@ fn history_base(rng: &mut Rng) -> Result<(Base, Base), String> {
     Ok((Base { name: "history", data: sim_data(&dev)? }, Base { name: "history-tail", data: tail }))
 }
 
+/// A directory with many entries, so that the index has three levels, with a log tail.
+fn bigdir_base(rng: &mut Rng) -> Result<Base, String> {
+    let mut fs = mount_rw(format_dev()?)?;
+    let mut t = 5000i64;
+    let mut now = || {
+        t += 1;
+        ts(t)
+    };
+    let reg = CreateArgs { mode: S_IFREG | 0o600, uid: 3, gid: 3, rdev: 0 };
+    let mut pat = vec![0u8; 8192];
+    rng.fill(&mut pat);
+    let d = fs.mkdir(ROOT_INO, b"many", 0o755, 0, 0, now()).map_err(err("mkdir"))?.ino;
+    for i in 0..1500usize {
+        let name = format!("n{i:05}-{}", "q".repeat(i % 40));
+        let ino = fs.create(d, name.as_bytes(), &reg, now()).map_err(err("create"))?.ino;
+        if i % 4 == 0 {
+            fs.write(ino, 0, &pat[i % 4000..i % 4000 + 100 + i % 900], now()).map_err(err("write"))?;
+        }
+        if i % 50 == 0 {
+            fs.setxattr(ino, b"user.n", name.as_bytes(), 0, now()).map_err(err("setxattr"))?;
+        }
+        if i % 300 == 299 {
+            fs.checkpoint().map_err(err("checkpoint"))?;
+        }
+    }
+    for i in (0..1500usize).step_by(7) {
+        let name = format!("n{i:05}-{}", "q".repeat(i % 40));
+        let ino = fs.lookup(d, name.as_bytes()).map_err(err("lookup"))?.ino;
+        fs.unlink(d, name.as_bytes(), now()).map_err(err("unlink"))?;
+        fs.evict(ino).map_err(err("evict"))?;
+    }
+    fs.checkpoint().map_err(err("checkpoint"))?;
+    for i in 0..30usize {
+        let name = format!("late-{i}");
+        let ino = fs.create(d, name.as_bytes(), &reg, now()).map_err(err("create"))?.ino;
+        fs.write(ino, 0, &pat[..500 + i * 50], now()).map_err(err("write"))?;
+        fs.fsync(ino).map_err(err("fsync"))?;
+    }
+    Ok(Base { name: "bigdir-tail", data: sim_data(fs.flash())? })
+}
+
 /// Builds the bases (deterministic for a seed, apart from the host's xattr support).
 pub fn build_bases(seed: u64) -> Result<Vec<Base>, String> {
     let mut rng = Rng::new(seed ^ 0xba5e);
     let (t, tt) = tree_base(&mut rng)?;
     let (h, ht) = history_base(&mut rng)?;
-    Ok(vec![t, tt, h, ht])
+    let b = bigdir_base(&mut rng)?;
+    Ok(vec![t, tt, h, ht, b])
 }
 
 // ---------------------------------------------------------------- parsing
@@ -965,7 +1007,17 @@ fn payload(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
 fn index(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
     let live = live_index_nodes(p, d);
     let all = p.of_type(rtype::INDEX);
-    let node = if !live.is_empty() && rng.pct(85) { pick(rng, &live) } else { pick(rng, &all) };
+    // every level equally often (leaves outnumber the inner nodes by far)
+    let mut levels: Vec<u8> = live.iter().map(|r| d[r.off + REC_HDR]).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let node = if !live.is_empty() && rng.pct(85) {
+        let l = pick(rng, &levels).unwrap_or(0);
+        let at: Vec<RecAt> = live.iter().filter(|r| d[r.off + REC_HDR] == l).copied().collect();
+        pick(rng, &at)
+    } else {
+        pick(rng, &all)
+    };
     let Some(r) = node else { return "index-none".into() };
     let pl = r.off + REC_HDR;
     let level = d[pl];
