@@ -91,3 +91,12 @@ CUTS ?= 5
 FS ?= ferrofs
 powercut: initramfs
 	CUTS=$(CUTS) FS=$(FS) $(if $(SEED),SEED=$(SEED)) tests/powercut/run-powercut.sh
+# Hostile images (issue 9): IMAGES mutated ferrofs images (seeded: SEED), each mounted in a guest on
+# mtdram; rejected with a message or mounted, read, written, unmounted; a crash of one image is counted
+# and the next runs in a new guest. Prints "hostile images: N tried, R rejected, M mounted, C crashes".
+#   make hostile IMAGES=5000 SEED=1
+.PHONY: hostile
+IMAGES ?= 200
+SEED ?= 1
+hostile: initramfs
+	tests/hostile/run-hostile.sh $(IMAGES) $(SEED)

@@ -65,6 +65,10 @@ run_flavour() {
   [ $pc_rc -ne 0 ] && [ -n "$pc_line" ] && [ "$(awk '{print $4}' <<<"$pc_line")" -eq 0 ] && pc_line="powercut: 0 passed, 1 failed"
   add_line "$pc_line"
   took "power cuts ($flavour)"
+  begin "hostile images ($flavour)"
+  tests/hostile/run-hostile.sh "${FERROFS_HOSTILE_IMAGES:-200}" 1 2>&1 | tee "build/logs/hostile-$flavour.log"
+  add_line "$(grep -E '^hostile: [0-9]+ passed' "build/logs/hostile-$flavour.log" | tail -n1)"
+  took "hostile images ($flavour)"
 }
 
 if [ "${FERROFS_KFLAVOUR:-release}" = debug ]; then

@@ -25,6 +25,7 @@ usage:
   ferrofs-fstest faults snapshot SRCMTD DSTMTD [--blank P,..]   (copy a mounted MTD: a power cut)
   ferrofs-fstest faults mtdpart-add MASTER NAME OFFSET LEN | mtdpart-del MASTER MTDNUM
   ferrofs-fstest faults romount SRC MNT --seed S --files N --kib K --gen G   (SRC: a read-only MTD)
+  ferrofs-fstest hostile DISK MTD MNT [--first K] [--count N] [--image-timeout S]   (make hostile)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
   ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
 
@@ -172,6 +173,8 @@ fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
 fn run(args: &[String]) -> Result<i32, String> {
     if args.first().map(String::as_str) == Some("lifecycle") {
         return Ok(crate::lifecycle::main(&args[1..]));
+    if args.first().map(String::as_str) == Some("hostile") {
+        return Ok(crate::hostile::main(&args[1..]));
     }
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {

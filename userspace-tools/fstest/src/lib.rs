@@ -10,6 +10,7 @@ pub mod cli;
 pub mod enospc;
 pub mod faults;
 pub mod fsx;
+pub mod hostile;
 pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;

@@ -13,6 +13,7 @@
 #![warn(rust_2018_idioms, missing_docs)]
 
 pub mod dev;
+pub mod hostile;
 pub mod layout;
 pub mod populate;
 pub mod util;
