@@ -97,6 +97,6 @@ powercut: initramfs
 #   make hostile IMAGES=5000 SEED=1
 .PHONY: hostile
 IMAGES ?= 200
-SEED ?= 1
+
 hostile: initramfs
-	tests/hostile/run-hostile.sh $(IMAGES) $(SEED)
+	tests/hostile/run-hostile.sh $(IMAGES) $(or $(SEED),1)

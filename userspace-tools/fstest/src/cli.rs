@@ -77,8 +77,6 @@ const VALUED: &[&str] = &[
     "--inject-mismatch",
     "--seconds",
     "--log",
-    "--procs",
-    "--seconds",
     "--log-half-mib",
 ];
 const BOOL: &[&str] = &["--drop-caches", "--fsync", "--no-xattrs"];
@@ -173,6 +171,7 @@ fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
 fn run(args: &[String]) -> Result<i32, String> {
     if args.first().map(String::as_str) == Some("lifecycle") {
         return Ok(crate::lifecycle::main(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("hostile") {
         return Ok(crate::hostile::main(&args[1..]));
     }
