@@ -312,6 +312,7 @@ fn run(args: &[String]) -> Result<i32, String> {
                 inject: a.num("--inject-mismatch", Some(0))? != 0,
             };
             Ok(stress::run(&o))
+        }
         Some("powercut") => {
             let sub = a.pos.get(1).map(String::as_str).ok_or("powercut needs run or verify")?;
             let dir = dir_arg(&a, 2)?;
