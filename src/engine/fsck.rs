@@ -69,6 +69,16 @@ pub enum FsckProblem {
     Orphan(u64),
     /// The root directory is missing or not a directory.
     NoRoot,
+    /// The log after the checkpoint lost records that had been made durable (see
+    /// [`Engine::log_damage`]): the state is what follows the damage, applied without them.
+    LogDamage {
+        /// First missing sequence number.
+        first_missing: u64,
+        /// Segment of the first bad spot (`u32::MAX`: none found).
+        seg: u32,
+        /// Its offset.
+        off: u32,
+    },
 }
 
 /// Summary of [`Engine::fsck`].
@@ -137,6 +147,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 each(&p);
                 rep.problem(p);
             }};
+        }
+        if let Some(d) = self.log_damage() {
+            problem!(FsckProblem::LogDamage { first_missing: d.first_missing, seg: d.seg, off: d.off });
         }
         if let Some((seg, table, computed)) = self.check()? {
             problem!(FsckProblem::SegmentUsage { seg, table, computed });

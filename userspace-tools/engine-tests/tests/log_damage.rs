@@ -83,6 +83,9 @@ fn check_damaged_mount<F: Flash>(f: F, seg: u32, off: u32) {
     assert_eq!(fs.write(c, 0, b"x", ts(5)).unwrap_err(), Error::ReadOnly);
     assert_eq!(fs.set_read_only(false).unwrap_err(), Error::Corrupt);
     assert!(fs.is_read_only());
+    // fsck reports it
+    let r = fs.fsck().unwrap();
+    assert!(matches!(r.first, Some(ferrofs_engine::FsckProblem::LogDamage { .. })), "{r:?}");
 }
 
 /// An uncorrectable page (ECC failure) in the data head, in the middle of what fsync made durable.

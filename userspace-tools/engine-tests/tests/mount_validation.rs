@@ -136,3 +136,23 @@ fn runtime_read_only_switch() {
     assert_eq!(b.size, 3);
     ferrofs_engine_tests::assert_fsck(&mut fs);
 }
+
+/// Unknown read-only-compatible features: a read-write mount is refused, a read-only mount
+/// works and cannot be switched to read-write.
+#[test]
+fn unknown_ro_compat_features_stay_read_only() {
+    let f = image();
+    let sb = read_sb(&f, 0);
+    let mut g = f.clone();
+    forge(&mut g, &Superblock { ro_compat: 1 << 40, ..sb });
+    let g = match Fs::mount(g, MountOptions::default()) {
+        Ok(_) => panic!("read-write mount with unknown ro_compat features"),
+        Err((e, g)) => {
+            assert_eq!(e, Error::ReadOnly);
+            g
+        }
+    };
+    let mut fs = Fs::mount(g, MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.set_read_only(false).unwrap_err(), Error::ReadOnly);
+    assert!(fs.is_read_only());
+}

@@ -121,6 +121,13 @@ fn describe_problem(p: &FsckProblem) -> String {
         }
         FsckProblem::Orphan(ino) => format!("orphan entry for inode {ino}, which is missing or still linked"),
         FsckProblem::NoRoot => "the root directory is missing or not a directory".into(),
+        FsckProblem::LogDamage { first_missing, seg, off } => {
+            if *seg == u32::MAX {
+                format!("the log after the checkpoint lost durable records from sequence number {first_missing} (the later ones were recovered)")
+            } else {
+                format!("the log after the checkpoint lost durable records from sequence number {first_missing}, first bad spot at segment {seg} offset {off} (the later ones were recovered)")
+            }
+        }
     }
 }
 
