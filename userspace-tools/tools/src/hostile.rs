@@ -217,13 +217,15 @@ pub fn build_tree(dir: &Path, rng: &mut Rng) -> Result<bool, String> {
 }
 
 fn tree_base(rng: &mut Rng) -> Result<(Base, Base), String> {
-    let dir = std::env::temp_dir().join(format!("ferrofs-hostile-tree-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("ferrofs-hostile-tree-{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(err("tree dir"))?;
     let r = (|| {
         build_tree(&dir, rng)?;
         let mut fs = mount_rw(format_dev()?)?;
-        populate(&mut fs, &dir, PopulateOptions { squash_uids: false, verbose: false }).map_err(|e| format!("populate: {e:?}"))?;
+        populate(&mut fs, &dir, PopulateOptions { squash_uids: true, verbose: false, fixed_time: Some(ts(50)) }).map_err(|e| format!("populate: {e:?}"))?;
         let dev = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
         let clean = sim_data(&dev)?;
         // the same tree with a log tail: changes fsync'd after the last checkpoint
