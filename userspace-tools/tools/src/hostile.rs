@@ -667,7 +667,7 @@ fn live_index_nodes(p: &Parsed, d: &[u8]) -> Vec<RecAt> {
     out
 }
 
-/// The kinds of mutation, by name (for `--kinds`).
+/// The kinds of mutation, by name; each image draws one to three of them.
 pub const KINDS: &[&str] = &[
     "flip", "flip-fixed", "wipe-rec", "wipe-page", "wipe-seg", "truncate", "rec-hdr", "payload", "index", "cp", "sb",
     "dup-rec", "dir-loop",
