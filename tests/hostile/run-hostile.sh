@@ -57,7 +57,7 @@ while [ "$first" -lt "$images" ]; do
   [ $rc -eq 0 ] && what="guest end"
   desc=$(grep -aE "^hostile-image $last " "$log" | tail -n1 | cut -d' ' -f3-)
   echo "hostile: image $last ($desc) ended the guest: $what; console log $log"
-  grep -aE 'Oops|BUG|WARNING|panic|RIP:|HOSTILE-HANG|blocked for' "$log" | head -n 8 | sed 's/^/hostile:   /'
+  grep -aE 'Oops|BUG|WARNING|panic|RIP:|HOSTILE-HANG|blocked for' "$log" | grep -av 'ommand line' | head -n 8 | sed 's/^/hostile:   /'
   crashed+=("$last $desc ($what)")
   tried=$((tried + 1)); crashes=$((crashes + 1)); failed=$((failed + 1))
   first=$((last + 1))

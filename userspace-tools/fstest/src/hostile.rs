@@ -382,10 +382,8 @@ impl Walk<'_> {
             };
             self.xattrs(&p);
             match st.st_mode & libc::S_IFMT {
-                libc::S_IFDIR => {
-                    if depth < MAX_DEPTH && self.seen.insert((st.st_dev as u64, st.st_ino as u64)) {
-                        self.dir(&p, depth + 1);
-                    }
+                libc::S_IFDIR if depth < MAX_DEPTH && self.seen.insert((st.st_dev as u64, st.st_ino as u64)) => {
+                    self.dir(&p, depth + 1);
                 }
                 libc::S_IFLNK => {
                     if let Err(e) = sys::readlink(&p) {

@@ -94,7 +94,7 @@ impl Rng {
         Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
     }
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -106,7 +106,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            self.next() % n
+            self.next_u64() % n
         }
     }
     /// Uniform index into a slice of length `n`.
@@ -120,7 +120,7 @@ impl Rng {
     /// Fill with random bytes.
     pub fn fill(&mut self, b: &mut [u8]) {
         for c in b.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
+            let v = self.next_u64().to_le_bytes();
             c.copy_from_slice(&v[..c.len()]);
         }
     }
@@ -128,7 +128,7 @@ impl Rng {
 
 /// The per-image seed of image `i` of a run with master seed `master`.
 pub fn image_seed(master: u64, i: u32) -> u64 {
-    Rng::new(master ^ (u64::from(i) << 32 | u64::from(i))).next()
+    Rng::new(master ^ (u64::from(i) << 32 | u64::from(i))).next_u64()
 }
 
 fn ts(s: i64) -> Timespec {
@@ -217,13 +217,15 @@ pub fn build_tree(dir: &Path, rng: &mut Rng) -> Result<bool, String> {
 }
 
 fn tree_base(rng: &mut Rng) -> Result<(Base, Base), String> {
-    let dir = std::env::temp_dir().join(format!("ferrofs-hostile-tree-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("ferrofs-hostile-tree-{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(err("tree dir"))?;
     let r = (|| {
         build_tree(&dir, rng)?;
         let mut fs = mount_rw(format_dev()?)?;
-        populate(&mut fs, &dir, PopulateOptions { squash_uids: false, verbose: false }).map_err(|e| format!("populate: {e:?}"))?;
+        populate(&mut fs, &dir, PopulateOptions { squash_uids: true, verbose: false, fixed_time: Some(ts(50)) }).map_err(|e| format!("populate: {e:?}"))?;
         let dev = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
         let clean = sim_data(&dev)?;
         // the same tree with a log tail: changes fsync'd after the last checkpoint
@@ -595,7 +597,7 @@ fn extreme32(rng: &mut Rng, orig: u32) -> u32 {
         7 => 0x8000_0000,
         8 => u32::MAX,
         9 => u32::MAX - 1,
-        10 => rng.next() as u32,
+        10 => rng.next_u64() as u32,
         11 => rng.below(256) as u32,
         12 => 1 << rng.below(32),
         13 => orig ^ (1 << rng.below(32)),
@@ -613,7 +615,7 @@ fn extreme64(rng: &mut Rng, orig: u64) -> u64 {
         5 => u64::MAX - 1,
         6 => i64::MAX as u64,
         7 => 1 << rng.below(64),
-        8 => rng.next(),
+        8 => rng.next_u64(),
         9 => orig ^ (1 << rng.below(64)),
         10 => u64::from(u32::MAX) + 1,
         _ => orig.wrapping_mul(2),
@@ -665,7 +667,7 @@ fn live_index_nodes(p: &Parsed, d: &[u8]) -> Vec<RecAt> {
     out
 }
 
-/// The kinds of mutation, by name (for `--kinds`).
+/// The kinds of mutation, by name; each image draws one to three of them.
 pub const KINDS: &[&str] = &[
     "flip", "flip-fixed", "wipe-rec", "wipe-page", "wipe-seg", "truncate", "rec-hdr", "payload", "index", "cp", "sb",
     "dup-rec", "dir-loop",
@@ -1224,7 +1226,7 @@ fn sb(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
     // one forgery, the same in both copies (or only in the first)
     let field = rng.below(15);
     let cp_slot = p.sb.cp_slot_size;
-    let r1 = rng.next();
+    let r1 = rng.next_u64();
     let mut label = "";
     for (n, &o) in p.sb_offs.iter().enumerate() {
         if n > 0 && !both {

@@ -30,6 +30,9 @@ pub struct PopulateOptions {
     pub squash_uids: bool,
     /// Print every path copied.
     pub verbose: bool,
+    /// Use this time for every timestamp (and as "now") instead of the source's and the clock's:
+    /// reproducible images (ferrofs-hostile).
+    pub fixed_time: Option<Timespec>,
 }
 
 /// What a tree holds (from [`prescan`]) or what was copied (from [`populate`]).
@@ -258,7 +261,7 @@ pub fn populate(fs: &mut Fs, root: &Path, opts: PopulateOptions) -> Result<(Tree
         attrs: Vec::new(),
         stats: TreeStats::default(),
         buf: vec![0u8; 1 << 20],
-        now: now(),
+        now: opts.fixed_time.unwrap_or_else(now),
         warnings: Vec::new(),
     };
     c.copy_xattrs(root, ROOT_INO)?;
@@ -287,9 +290,9 @@ impl Copier<'_> {
             uid: Some(uid),
             gid: Some(gid),
             size: None,
-            atime: Some(ts(md.atime(), md.atime_nsec())),
-            mtime: Some(ts(md.mtime(), md.mtime_nsec())),
-            ctime: Some(ts(md.ctime(), md.ctime_nsec())),
+            atime: Some(self.opts.fixed_time.unwrap_or_else(|| ts(md.atime(), md.atime_nsec()))),
+            mtime: Some(self.opts.fixed_time.unwrap_or_else(|| ts(md.mtime(), md.mtime_nsec()))),
+            ctime: Some(self.opts.fixed_time.unwrap_or_else(|| ts(md.ctime(), md.ctime_nsec()))),
             flags: None,
         };
         self.attrs.push((ino, sa));

@@ -322,7 +322,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     let mut dev = dev;
     if let (Some(root), Some(need)) = (&cli.root, need.as_ref()) {
         let mut fs = mount(dev, false).map_err(|(e, _)| ToolError::fail(format!("cannot mount the new filesystem: {e}")))?;
-        let opts = PopulateOptions { squash_uids: cli.squash_uids, verbose: cli.verbose };
+        let opts = PopulateOptions { squash_uids: cli.squash_uids, verbose: cli.verbose, fixed_time: None };
         match populate(&mut fs, root, opts) {
             Ok(c) => copied = Some(c),
             Err(PopulateError::NoSpace { path, copied }) => {
