@@ -83,7 +83,7 @@ boot() {
   local args="fs=$FS,phase=$phase,seed=$gseed,procs=$PROCS,seconds=$secs,wb=$WRITEBACK"
   [ -n "$mopts" ] && args+=",mopts=$mopts"
   local attempt
-  for attempt in 1 2; do
+  for attempt in 1 2 3; do
   : > "$log"
   qemu-system-x86_64 -nodefaults -no-reboot -m "$MEM" -smp 2 -kernel "$KERNEL" -initrd "$INITRD" \
     "${accel_args[@]}" \
@@ -114,10 +114,10 @@ boot() {
   boot_secs=$(( ($(date +%s%N) - t0) / 1000000000 ))
   # A report from the kernel's own boot, before /init (and so before the disks are touched), is a
   # failure of the emulated machine (seen under heavy host load: "IO-APIC + timer doesn't work"),
-  # as in qemu/run-guest.sh: boot once more, saying so.
-  if [ $attempt -eq 1 ] && awk '/Run \/init as init process/ {exit} {print}' "$log" | grep -aqE "$PROBLEMS"; then
-    cp "$log" "$log.boot-failure"
-    echo "powercut: boot $i: the kernel reported a problem before /init: $(grep -aE "$PROBLEMS" "$log" | head -n1); booting again once"
+  # as in qemu/run-guest.sh: boot again (at most three attempts), saying so.
+  if [ $attempt -lt 3 ] && awk '/Run \/init as init process/ {exit} {print}' "$log" | grep -aqE "$PROBLEMS"; then
+    cp "$log" "$log.boot-failure$attempt"
+    echo "powercut: boot $i: the kernel reported a problem before /init: $(grep -aE "$PROBLEMS" "$log" | head -n1); booting again"
     continue
   fi
   break
