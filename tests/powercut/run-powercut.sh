@@ -9,8 +9,8 @@
 #
 # Boot 0 formats and starts the workload (tests/vm/powercut, ferrofs-fstest powercut run); every
 # boot is then killed (SIGKILL) at a random moment: most a random time into the workload, every
-# fourth a random delay after the guest printed POWERCUT-MOUNT-BEGIN, up to 1.3 times the longest
-# mount of this run so far (MOUNT_MS ms before one was measured; the mount and
+# fourth a random delay after the guest printed POWERCUT-MOUNT-BEGIN, up to 1.3 times the latest
+# measured mount of this run (MOUNT_MS ms before one was measured; the mount and
 # its recovery, including the checkpoint that recovery writes: the boot before it mounts with
 # commit=3600,gc=off and runs long, leaving a long log to replay). Every boot after a cut runs
 # fsck.ferrofs -n (must be clean), mounts without any repair step, verifies every fsync'd file and
@@ -219,7 +219,7 @@ for (( i = 0; i <= CUTS; i++ )); do
   [ $i -ge 1 ] && [ -n "${bad[$((i - 1))]:-}" ] && [ "${shown[$((i - 1))]:-}" != "${bad[$((i - 1))]}" ] && {
     echo "powercut: PROBLEM at cut $((i - 1)) (seen in boot $i): ${bad[$((i - 1))]}"; shown[$((i - 1))]="${bad[$((i - 1))]}"; }
   m="$(grep -aE '^POWERCUT-MOUNT-END: rc=0 ms=[0-9]+' "$RUNLOGS/boot$i.log" | sed -E 's/.*ms=([0-9]+).*/\1/' | head -n1)"
-  [ -n "$m" ] && [ "$phase" != init ] && [ "$m" -gt "$mount_ms_max" ] && mount_ms_max=$m
+  [ -n "$m" ] && [ "$phase" != init ] && mount_ms_max=$m   # the latest measured mount (load varies)
   v="$(grep -aE '^POWERCUT-VERIFY:' "$RUNLOGS/boot$i.log" | head -n1 | sed 's/^POWERCUT-VERIFY: //')"
   ops="$(grep -aE '^POWERCUT-WORKER' "$RUNLOGS/boot$i.log" | awk '{s+=$3} END {if (NR) print s}')"
   if [ "$killed" = 1 ]; then what="killed ${kill_ms} ms after ${mode} start$where"; else what="not killed"; fi
