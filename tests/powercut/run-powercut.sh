@@ -90,7 +90,7 @@ boot() {
     -drive "file=$FLASH,if=virtio,format=raw,cache=unsafe" \
     -drive "file=$LOGDISK,if=virtio,format=raw,cache=unsafe" \
     -display none -serial stdio \
-    -append "console=ttyS0 panic=-1 oops=panic printk.devkmsg=on ferrofs.run=powercut ferrofs.args=$args" \
+    -append "console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check rcupdate.rcu_cpu_stall_timeout=120 ferrofs.run=powercut ferrofs.args=$args" \
     </dev/null >"$log" 2>&1 &
   local qpid=$! t0 seen=0 t_seen=0 now limit
   t0=$(date +%s%N)
