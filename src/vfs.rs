@@ -708,7 +708,15 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
             Error::from_errno(unsafe { shim::ferrofs_fc_error(fc, msg.as_char_ptr()) })
         };
         if old_ro && !new_ro {
-            let r = info.lock().set_read_only(false);
+            let r = {
+                let mut fs = info.lock();
+                // A read-only MTD (no MTD_WRITEABLE) stays read-only: refused with EROFS and a
+                // message, before the engine tries to finish the mount on it.
+                match fs.flash().check_writeable(false) {
+                    Ok(()) => fs.set_read_only(false),
+                    Err(e) => return Err(e),
+                }
+            };
             match r {
                 Ok(()) => {}
                 Err(EError::Corrupt) => {
