@@ -34,6 +34,8 @@ source qemu/env.sh
 CUTS="${CUTS:-5}"; FS="${FS:-ferrofs}"; PROCS="${PROCS:-3}"
 MIN_S="${MIN_S:-1}"; MAX_S="${MAX_S:-8}"; MOUNT_MS="${MOUNT_MS:-300}"
 FLASH_MIB="${FLASH_MIB:-64}"; MEM="${MEM:-512}"
+# A boot that has not reached /init after this many seconds is ended and booted again (at most 3 attempts).
+PREINIT_S="${PREINIT_S:-200}"
 # WRITEBACK=fast (the default for UBIFS): the guest writes dirty pages back within ~10 ms. block2mtd
 # writes through the guest's page cache, durable only at an MTD sync or writeback; ferrofs's
 # fsync syncs the MTD, UBIFS's does not (it relies on NAND writes being synchronous), so UBIFS
@@ -96,7 +98,7 @@ boot() {
   t0=$(date +%s%N)
   limit=$(( t0 + (secs + 240) * 1000000000 ))
   case "$mode" in mount) marker=POWERCUT-MOUNT-BEGIN ;; workload) marker=POWERCUT-WORKLOAD-START ;; esac
-  killed=0; kill_ms=0; hung=0
+  killed=0; kill_ms=0; hung=0; preinit_hang=0
   while kill -0 "$qpid" 2>/dev/null; do
     now=$(date +%s%N)
     if [ -n "$marker" ]; then
@@ -108,6 +110,12 @@ boot() {
       fi
     fi
     if [ "$now" -gt "$limit" ]; then kill -KILL "$qpid" 2>/dev/null; hung=1; break; fi
+    # A boot that has not reached /init after PREINIT_S seconds is stuck in the kernel's own boot
+    # (seen on the debug kernel under TCG: no output after the virtio disks were probed), before
+    # ferrofs is loaded or the disks are touched: end it and boot again (below).
+    if [ $(( (now - t0) / 1000000000 )) -ge "$PREINIT_S" ] && ! grep -aq "Run /init as init process" "$log"; then
+      kill -KILL "$qpid" 2>/dev/null; preinit_hang=1; break
+    fi
     sleep 0.01
   done
   wait "$qpid" 2>/dev/null
@@ -115,6 +123,12 @@ boot() {
   # A report from the kernel's own boot, before /init (and so before the disks are touched), is a
   # failure of the emulated machine (seen under heavy host load: "IO-APIC + timer doesn't work"),
   # as in qemu/run-guest.sh: boot again (at most three attempts), saying so.
+  if [ $attempt -lt 3 ] && [ $preinit_hang -eq 1 ]; then
+    cp "$log" "$log.boot-failure$attempt"
+    echo "powercut: boot $i: the kernel did not reach /init in ${PREINIT_S}s (stuck in its own boot, before ferrofs or the disks); booting again"
+    continue
+  fi
+  [ $preinit_hang -eq 1 ] && hung=1
   if [ $attempt -lt 3 ] && awk '/Run \/init as init process/ {exit} {print}' "$log" | grep -aqE "$PROBLEMS"; then
     cp "$log" "$log.boot-failure$attempt"
     echo "powercut: boot $i: the kernel reported a problem before /init: $(grep -aE "$PROBLEMS" "$log" | head -n1); booting again"
