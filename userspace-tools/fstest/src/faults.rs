@@ -442,53 +442,20 @@ pub fn romount(src: &str, mnt: &Path, o: &Opts) -> i32 {
     r.finish()
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct MtdInfoUser {
-    ty: u8,
-    flags: u32,
-    size: u32,
-    erasesize: u32,
-    writesize: u32,
-    oobsize: u32,
-    padding: u64,
-}
-
-#[repr(C)]
-struct EraseInfoUser {
-    start: u32,
-    length: u32,
-}
-
-// _IOR('M', 1, struct mtd_info_user), _IOW('M', 2, struct erase_info_user)
-const MEMGETINFO: libc::c_ulong = 0x8020_4d01;
-const MEMERASE: libc::c_ulong = 0x4008_4d02;
-
 /// Copy MTD `src` onto MTD `dst` (same size), leaving the pages in `blank` (and every erased
 /// page) unwritten. Prints what it copied; exit 0 on success.
 pub fn snapshot(src: &Path, dst: &Path, blank: &[u32]) -> i32 {
     let run = || -> Result<String, String> {
         let s = sys::open(src, O_RDONLY, 0).map_err(|e| format!("open {}: {e}", src.display()))?;
         let d = sys::open(dst, libc::O_RDWR, 0).map_err(|e| format!("open {}: {e}", dst.display()))?;
-        let mut si = MtdInfoUser::default();
-        let mut di = MtdInfoUser::default();
-        // SAFETY: MEMGETINFO fills a struct mtd_info_user, which outlives the call.
-        let rc = unsafe { libc::ioctl(s.raw(), MEMGETINFO as _, &mut si as *mut MtdInfoUser) };
-        // SAFETY: as above.
-        let rd = unsafe { libc::ioctl(d.raw(), MEMGETINFO as _, &mut di as *mut MtdInfoUser) };
-        if rc != 0 || rd != 0 {
-            return Err(format!("MEMGETINFO: {}", Errno::last()));
-        }
+        let si = sys::mtd_info(&s).map_err(|e| format!("MEMGETINFO: {e}"))?;
+        let di = sys::mtd_info(&d).map_err(|e| format!("MEMGETINFO: {e}"))?;
         if si.size != di.size || si.erasesize != di.erasesize || si.writesize != di.writesize || si.writesize == 0 {
             return Err(format!("geometries differ: {} / {} bytes, {} / {} erase", si.size, di.size, si.erasesize, di.erasesize));
         }
         let mut b = 0u32;
         while b < di.size {
-            let mut e = EraseInfoUser { start: b, length: di.erasesize };
-            // SAFETY: MEMERASE reads a struct erase_info_user, which outlives the call.
-            if unsafe { libc::ioctl(d.raw(), MEMERASE as _, &mut e as *mut EraseInfoUser) } != 0 {
-                return Err(format!("MEMERASE at {b}: {}", Errno::last()));
-            }
+            sys::mtd_erase(&d, b, di.erasesize).map_err(|e| format!("MEMERASE at {b}: {e}"))?;
             b += di.erasesize;
         }
         let ps = si.writesize as usize;

@@ -149,45 +149,12 @@ fn image(d: &Disk, i: u32) -> Result<Entry, String> {
     Ok(Entry { seed, label, image: img })
 }
 
-// MEMGETINFO = _IOR('M', 1, struct mtd_info_user), MEMERASE = _IOW('M', 2, struct erase_info_user)
-const MEMGETINFO: libc::c_ulong = 0x8020_4d01;
-const MEMERASE: libc::c_ulong = 0x4008_4d02;
-
-#[repr(C)]
-#[derive(Default)]
-struct MtdInfoUser {
-    ty: u8,
-    flags: u32,
-    size: u32,
-    erasesize: u32,
-    writesize: u32,
-    oobsize: u32,
-    padding: u64,
-}
-
-#[repr(C)]
-struct EraseInfoUser {
-    start: u32,
-    length: u32,
-}
-
-fn mtd_info(fd: &Fd) -> Result<MtdInfoUser, String> {
-    let mut info = MtdInfoUser::default();
-    // SAFETY: MEMGETINFO writes one mtd_info_user into `info`, which outlives the call.
-    let r = unsafe { libc::ioctl(fd.raw(), MEMGETINFO, &mut info as *mut MtdInfoUser) };
-    if r != 0 {
-        return Err(format!("MEMGETINFO: {}", Errno::last()));
-    }
-    Ok(info)
+fn mtd_info(fd: &Fd) -> Result<sys::MtdInfoUser, String> {
+    sys::mtd_info(fd).map_err(|e| format!("MEMGETINFO: {e}"))
 }
 
 fn load(fd: &Fd, img: &[u8]) -> Result<(), String> {
-    let e = EraseInfoUser { start: 0, length: img.len() as u32 };
-    // SAFETY: MEMERASE reads one erase_info_user from `e`, which outlives the call.
-    let r = unsafe { libc::ioctl(fd.raw(), MEMERASE, &e as *const EraseInfoUser) };
-    if r != 0 {
-        return Err(format!("MEMERASE: {}", Errno::last()));
-    }
+    sys::mtd_erase(fd, 0, img.len() as u32).map_err(|e| format!("MEMERASE: {e}"))?;
     fd.pwrite_all(img, 0).map_err(|(n, e)| format!("writing the image to the MTD: {e} after {n} bytes"))
 }
 

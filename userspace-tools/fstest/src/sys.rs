@@ -837,3 +837,48 @@ pub fn must<T>(r: R<T>, what: &str) -> T {
 pub fn syncfs_path<P: AsRef<Path>>(p: P) -> R<()> {
     open(p, libc::O_RDONLY, 0)?.syncfs()
 }
+
+// MEMGETINFO = _IOR('M', 1, struct mtd_info_user), MEMERASE = _IOW('M', 2, struct erase_info_user)
+const MEMGETINFO: libc::c_ulong = 0x8020_4d01;
+const MEMERASE: libc::c_ulong = 0x4008_4d02;
+
+/// `struct mtd_info_user` (include/uapi/mtd/mtd-abi.h).
+#[repr(C)]
+#[derive(Default)]
+pub struct MtdInfoUser {
+    pub ty: u8,
+    pub flags: u32,
+    pub size: u32,
+    pub erasesize: u32,
+    pub writesize: u32,
+    pub oobsize: u32,
+    pub padding: u64,
+}
+
+#[repr(C)]
+struct EraseInfoUser {
+    start: u32,
+    length: u32,
+}
+
+/// MEMGETINFO of an MTD character device.
+pub fn mtd_info(fd: &Fd) -> Result<MtdInfoUser, Errno> {
+    let mut info = MtdInfoUser::default();
+    // SAFETY: MEMGETINFO writes one mtd_info_user into `info`, which outlives the call.
+    let r = unsafe { libc::ioctl(fd.raw(), MEMGETINFO as _, &mut info as *mut MtdInfoUser) };
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    Ok(info)
+}
+
+/// MEMERASE of `length` bytes at `start` of an MTD character device.
+pub fn mtd_erase(fd: &Fd, start: u32, length: u32) -> Result<(), Errno> {
+    let e = EraseInfoUser { start, length };
+    // SAFETY: MEMERASE reads one erase_info_user from `e`, which outlives the call.
+    let r = unsafe { libc::ioctl(fd.raw(), MEMERASE as _, &e as *const EraseInfoUser) };
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
