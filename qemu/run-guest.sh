@@ -17,7 +17,9 @@
 # The run fails (exit 1, reason on screen) when the guest result is non-zero or missing (a hang,
 # a panic), or when the console shows a kernel Oops, BUG, WARNING, panic, KASAN, KFENCE, UBSAN,
 # lockdep or list-corruption report, or an unexpected ferrofs error (a kernel line from ferrofs
-# saying error/corrupt/fail/panic). Guest tests that provoke
+# saying error/corrupt/fail/panic). A boot that reports a problem or hangs before /init (the
+# emulated machine, not the test: no module is loaded yet) is booted again, at most 3 attempts.
+# Guest tests that provoke
 # ferrofs errors on purpose bracket them with "FERROFS-EXPECT-ERRORS-BEGIN/END" written to /dev/kmsg.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --log) log="$2"; shift 2 ;;
     --initrd) initrd="$2"; shift 2 ;;
     --append) append="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "run-guest: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -94,23 +96,40 @@ fi
 
 PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
 attempt=1
+# PREINIT_S: seconds a boot may take to reach /init (the debug kernel under TCG needs about 60).
+preinit_s="${PREINIT_S:-200}"
 while :; do
   echo "run-guest: $name ($FERROFS_KFLAVOUR kernel, $accel, timeout ${timeout_s}s), console log $log"
   start=$(date +%s)
   set +e
+  : > "$log"
+  # Watchdog: a boot that has not reached /init after PREINIT_S seconds is stuck in the kernel's
+  # own boot (seen on the debug kernel under TCG on a loaded host: no output after the virtio
+  # probe), before ferrofs or any test runs; it is killed and booted again (below).
+  ( sleep "$preinit_s"; grep -aq "Run /init as init process" "$log" || { touch "$log.preinit-hang"; pkill -KILL -f -- "ferrofs.run=$name.*rgid=$$" 2>/dev/null; } ) &
+  watchdog=$!
+  rm -f "$log.preinit-hang"
   timeout --foreground -k 5 "$timeout_s" "${qemu_base[@]}" "${accel_args[@]}" "${disk_args[@]}" \
-    -display none -serial stdio -append "$cmdline" </dev/null 2>&1 | tee "$log" | sed -u 's/^/  | /'
+    -display none -serial stdio -append "$cmdline rgid=$$" </dev/null 2>&1 | tee "$log" | sed -u 's/^/  | /'
   qemu_rc=${PIPESTATUS[0]}
+  kill "$watchdog" 2>/dev/null || true; wait "$watchdog" 2>/dev/null || true
   set -e
   elapsed=$(( $(date +%s) - start ))
+  if [ -f "$log.preinit-hang" ] && [ $attempt -lt 3 ]; then
+    rm -f "$log.preinit-hang"; cp "$log" "$log.boot-failure$attempt"
+    echo "run-guest: the kernel did not reach /init in ${preinit_s}s (stuck in its own boot, before any test; log kept in $log.boot-failure$attempt); booting again" >&2
+    attempt=$((attempt + 1))
+    continue
+  fi
+  rm -f "$log.preinit-hang"
   # A report from the kernel's own boot, before /init (and so before any module or test), is a
   # failure of the emulated machine, not of the test (seen once: a KASAN report in an early
   # timer interrupt of the debug kernel under TCG). Boot once more, saying so; twice fails.
   boot_part="$(awk '/Run \/init as init process/ {exit} {print}' "$log")"
-  if [ $attempt -eq 1 ] && grep -aqE "$PROBLEMS" <<<"$boot_part"; then
-    cp "$log" "$log.boot-failure"
-    echo "run-guest: the kernel reported a problem while booting, before /init (log kept in $log.boot-failure); booting again once" >&2
-    attempt=2
+  if [ $attempt -lt 3 ] && grep -aqE "$PROBLEMS" <<<"$boot_part"; then
+    cp "$log" "$log.boot-failure$attempt"
+    echo "run-guest: the kernel reported a problem while booting, before /init (log kept in $log.boot-failure$attempt); booting again" >&2
+    attempt=$((attempt + 1))
     continue
   fi
   break
