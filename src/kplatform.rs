@@ -44,6 +44,22 @@ impl<T> FallibleVec<T> for KernelVec<T> {
         self.0.len()
     }
 
+    fn truncate(&mut self, len: usize) {
+        let old = self.0.len();
+        if len >= old {
+            return;
+        }
+        // SAFETY: `len < old`: the elements in `len..old` are initialised; the length is set
+        // first, so a panicking drop cannot lead to a double drop (they would leak instead).
+        unsafe { self.0.set_len(len) };
+        // SAFETY: the `old - len` elements starting at `len` are still initialised (set_len does
+        // not touch them), lie inside the allocation, and are no longer reachable through the
+        // vector, so each is dropped exactly once here.
+        unsafe {
+            core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(self.0.as_mut_ptr().add(len), old - len))
+        };
+    }
+
     fn as_slice(&self) -> &[T] {
         self.0.as_slice()
     }
