@@ -1028,7 +1028,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(Some(h.len as usize))
     }
 
-    /// Payload of the record last read by `read_key`.
+    /// Read the record for `key` at `loc` (a location the index just returned, e.g. from
+    /// `idx_next`) into `self.buf`, without descending the index again; returns the payload length.
+    pub(crate) fn read_at(&mut self, key: &Key, loc: Loc) -> Result<usize> {
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        let r = self.log.read_record(loc, &mut tmp);
+        self.buf = tmp;
+        let h = r?;
+        if h.key != *key {
+            return Err(Error::Corrupt);
+        }
+        Ok(h.len as usize)
+    }
+
+    /// Payload of the record last read by `read_key` or `read_at`.
     pub(crate) fn payload(&self) -> &[u8] {
         self.buf.as_slice().get(REC_HDR..).unwrap_or(&[])
     }

@@ -149,14 +149,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut from = Key::new(ino, k, base);
         let end = Key::new(ino, k, base | 0xFF);
         loop {
-            let (key, _) = match self.idx_next(&from)? {
+            let (key, loc) = match self.idx_next(&from)? {
                 Some(x) if x.0 <= end => x,
                 _ => break,
             };
             if let Some(u) = used.get_mut((key.key & 0xFF) as usize) {
                 *u = true;
             }
-            self.read_key(&key)?.ok_or(Error::Corrupt)?;
+            self.read_at(&key, loc)?;
             let p = self.payload();
             let mut r = Reader::new(p);
             let (val, dt, nlen) = if k == kind::DENT {
@@ -812,11 +812,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let mut from = Key::new(dir, kind::DENT, c);
         loop {
-            let key = match self.idx_next(&from)? {
-                Some((k, _)) if k.ino == dir && k.kind == kind::DENT => k,
+            let (key, loc) = match self.idx_next(&from)? {
+                Some((k, l)) if k.ino == dir && k.kind == kind::DENT => (k, l),
                 _ => return Ok(()),
             };
-            self.read_key(&key)?.ok_or(Error::Corrupt)?;
+            self.read_at(&key, loc)?;
             let p = self.payload();
             let mut r = Reader::new(p);
             let ino = r.u64()?;
@@ -909,11 +909,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut from = Key::new(ino, kind::XATTR, 0);
         let mut total = 0usize;
         loop {
-            let key = match self.idx_next(&from)? {
-                Some((k, _)) if k.ino == ino && k.kind == kind::XATTR => k,
+            let (key, loc) = match self.idx_next(&from)? {
+                Some((k, l)) if k.ino == ino && k.kind == kind::XATTR => (k, l),
                 _ => break,
             };
-            self.read_key(&key)?.ok_or(Error::Corrupt)?;
+            self.read_at(&key, loc)?;
             let p = self.payload();
             let nl = *p.first().ok_or(Error::Corrupt)? as usize;
             let name = p.get(1..1 + nl).ok_or(Error::Corrupt)?;
