@@ -8,7 +8,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use crate::engine::format::{FileType, NAME_MAX};
 use crate::shim;
-use crate::kfs::{isbi, kerr};
+use crate::kfs::{kerr, Inode};
 
 /// Directory llseek: cookies are opaque 63-bit values.
 pub(crate) unsafe extern "C" fn dir_llseek(file: *mut bindings::file, offset: bindings::loff_t, whence: c_int) -> bindings::loff_t {
@@ -23,9 +23,8 @@ pub(crate) const DIR_BATCH: usize = 8192;
 pub(crate) unsafe extern "C" fn iterate_shared(file: *mut bindings::file, ctx: *mut bindings::dir_context) -> c_int {
     from_result(|| {
         // SAFETY: VFS iterate_shared contract: `file` is an open ferrofs directory.
-        let inode = unsafe { shim::ferrofs_file_inode(file) };
-        // SAFETY: as above.
-        let (info, ino) = unsafe { (isbi(inode), (*inode).i_ino as u64) };
+        let inode = unsafe { Inode::from_file(file) };
+        let (info, ino) = (inode.info(), inode.ino());
         let mut batch = KVVec::<u8>::with_capacity(DIR_BATCH + NAME_MAX + 32, GFP_KERNEL)?;
         loop {
             // SAFETY: `u8` needs no drop; emptying the vector keeps its capacity.

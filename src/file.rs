@@ -7,9 +7,7 @@ use kernel::error::{from_result, to_result};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use crate::engine::format::MAX_FILE_SIZE;
-use crate::shim;
-use crate::inode::vfs_attrs;
-use crate::kfs::{isbi, kerr, now};
+use crate::kfs::{kerr, Inode};
 
 /// Regular-file llseek: SEEK_DATA/SEEK_HOLE from the engine's index (4 KiB granularity; the
 /// end of the file is a hole), everything else generic.
@@ -20,12 +18,10 @@ pub(crate) unsafe extern "C" fn file_llseek(file: *mut bindings::file, offset: b
     }
     let res = (|| -> Result<i64> {
         // SAFETY: VFS llseek contract: `file` is an open ferrofs regular file.
-        let inode = unsafe { shim::ferrofs_file_inode(file) };
+        let inode = unsafe { Inode::from_file(file) };
         // Stores through shared mappings must reach the engine's index first.
-        // SAFETY: `inode` is live.
-        to_result(unsafe { shim::ferrofs_filemap_write_and_wait((*inode).i_mapping) })?;
-        // SAFETY: `inode` is live.
-        let (isize, ino, info) = unsafe { (shim::ferrofs_i_size_read(inode), (*inode).i_ino as u64, isbi(inode)) };
+        to_result(inode.write_and_wait())?;
+        let (isize, ino, info) = (inode.size(), inode.ino(), inode.info());
         if offset < 0 || offset >= isize {
             return Err(ENXIO);
         }
@@ -47,20 +43,16 @@ pub(crate) unsafe extern "C" fn file_llseek(file: *mut bindings::file, offset: b
 pub(crate) unsafe extern "C" fn fsync(file: *mut bindings::file, start: bindings::loff_t, end: bindings::loff_t, _datasync: c_int) -> c_int {
     from_result(|| {
         // SAFETY: VFS fsync contract: `file` is open.
-        unsafe {
-            to_result(bindings::file_write_and_wait_range(file, start, end))?;
-            let inode = shim::ferrofs_file_inode(file);
-            let info = isbi(inode);
-            let ino = (*inode).i_ino as u64;
-            let a = vfs_attrs(inode);
-            let t = now(inode);
-            let mut fs = info.lock();
-            if fs.is_read_only() || shim::ferrofs_sb_rdonly((*inode).i_sb) {
-                return Ok(0);
-            }
-            fs.setattr(ino, &a, t).map_err(kerr)?;
-            fs.fsync(ino).map_err(kerr)?;
+        to_result(unsafe { bindings::file_write_and_wait_range(file, start, end) })?;
+        // SAFETY: as above.
+        let inode = unsafe { Inode::from_file(file) };
+        let (info, ino, a, t) = (inode.info(), inode.ino(), inode.attrs(), inode.now());
+        let mut fs = info.lock();
+        if fs.is_read_only() || inode.sb().rdonly() {
+            return Ok(0);
         }
+        fs.setattr(ino, &a, t).map_err(kerr)?;
+        fs.fsync(ino).map_err(kerr)?;
         Ok(0)
     })
 }

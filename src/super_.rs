@@ -25,7 +25,7 @@ use crate::shim;
 use crate::bg::{start_bg, stop_bg, DEBUGFS_ROOT, STAT_NAMES};
 use crate::context::{fc_opts, MountOpts};
 use crate::inode::{iget, inode_ctor, FerroInode, INODE_CACHE};
-use crate::kfs::{kerr, sbi};
+use crate::kfs::{kerr, sbi, SuperBlock};
 use crate::ops::OPS;
 
 /// The engine as the kernel instantiates it.
@@ -297,7 +297,7 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
         // SAFETY: `sb` is set up; `iget` returns a referenced inode, which `d_make_root`
         // consumes (also on failure).
         unsafe {
-            let inode = iget(sb, &root)?;
+            let inode = iget(SuperBlock::from_raw(sb), &root)?;
             let d = bindings::d_make_root(inode);
             if d.is_null() {
                 return Err(ENOMEM);

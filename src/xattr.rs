@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use crate::engine::format::{Timespec, XATTR_VALUE_MAX};
 use crate::shim;
 use crate::inode::refresh;
-use crate::kfs::{cstr, isbi, kerr, now};
+use crate::kfs::{cstr, kerr, Dentry, Inode};
 use crate::super_::SbInfo;
 
 /// What `ferrofs_initxattrs` needs: the new inode in the engine.
@@ -93,8 +93,9 @@ pub(crate) unsafe extern "C" fn ferrofs_xattr_get(
         // SAFETY: the VFS passes our handler and a NUL-terminated name.
         let len = unsafe { xattr_name(h, name, &mut full)? };
         let mut val = KVVec::<u8>::from_elem(0u8, XATTR_VALUE_MAX, GFP_KERNEL)?;
-        // SAFETY: `inode` is live.
-        let n = unsafe { isbi(inode).lock().getxattr((*inode).i_ino as u64, &full[..len], val.as_mut_slice()) }.map_err(kerr)?;
+        // SAFETY: the VFS passes a live ferrofs inode.
+        let inode = unsafe { Inode::from_raw(inode) };
+        let n = inode.info().lock().getxattr(inode.ino(), &full[..len], val.as_mut_slice()).map_err(kerr)?;
         if size != 0 {
             if n > size {
                 return Err(ERANGE);
@@ -122,30 +123,28 @@ pub(crate) unsafe extern "C" fn ferrofs_xattr_set(
         let mut full = [0u8; 256];
         // SAFETY: the VFS passes our handler and a NUL-terminated name.
         let len = unsafe { xattr_name(h, name, &mut full)? };
-        // SAFETY: `inode` is live and locked by the VFS.
-        unsafe {
-            let info = isbi(inode);
-            let t = now(inode);
-            let ino = (*inode).i_ino as u64;
-            let mut fs = info.lock();
-            if value.is_null() {
-                fs.removexattr(ino, &full[..len], t).map_err(kerr)?;
-            } else {
-                let v = core::slice::from_raw_parts(value as *const u8, size);
-                fs.setxattr(ino, &full[..len], v, flags as u32, t).map_err(kerr)?;
-            }
-            refresh(&mut fs, inode)?;
+        // SAFETY: the VFS passes a live ferrofs inode, locked.
+        let inode = unsafe { Inode::from_raw(inode) };
+        let (info, t, ino) = (inode.info(), inode.now(), inode.ino());
+        let mut fs = info.lock();
+        if value.is_null() {
+            fs.removexattr(ino, &full[..len], t).map_err(kerr)?;
+        } else {
+            // SAFETY: a non-null `value` holds `size` bytes for the call (a kernel buffer from
+            // vfs_setxattr).
+            let v = unsafe { core::slice::from_raw_parts(value as *const u8, size) };
+            fs.setxattr(ino, &full[..len], v, flags as u32, t).map_err(kerr)?;
         }
+        refresh(&mut fs, inode)?;
         Ok(0)
     })
 }
 
 pub(crate) unsafe extern "C" fn listxattr(dentry: *mut bindings::dentry, list: *mut c_char, size: usize) -> isize {
     let res = (|| -> Result<isize> {
-        // SAFETY: VFS listxattr contract.
-        let inode = unsafe { shim::ferrofs_d_inode(dentry) };
-        // SAFETY: `inode` is live.
-        let (info, ino) = unsafe { (isbi(inode), (*inode).i_ino as u64) };
+        // SAFETY: VFS listxattr contract: `dentry` is a live ferrofs dentry.
+        let inode = unsafe { Dentry::from_raw(dentry) }.inode().ok_or(ENOENT)?;
+        let (info, ino) = (inode.info(), inode.ino());
         let (all, n) = {
             let mut fs = info.lock();
             let need = fs.listxattr(ino, &mut []).map_err(kerr)?;
