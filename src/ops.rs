@@ -3,12 +3,13 @@
 //! The static operation tables (super, inode, file and address space operations).
 
 use kernel::bindings;
-use crate::data::*;
-use crate::dir::*;
-use crate::file::*;
-use crate::inode::*;
-use crate::namei::*;
-use crate::super_::*;
+
+use crate::data::{read_folio, readahead, write_begin, write_end, writepages};
+use crate::dir::{dir_llseek, iterate_shared};
+use crate::file::{file_llseek, fsync};
+use crate::inode::{alloc_inode, evict_inode, free_inode, get_link, setattr, write_inode};
+use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
+use crate::super_::{freeze_fs, put_super, show_options, statfs, sync_fs, unfreeze_fs};
 use crate::xattr::listxattr;
 
 /// A C operations table, shareable between threads.
@@ -28,9 +29,14 @@ pub(crate) struct Ops {
     pub(crate) aops: Table<bindings::address_space_operations>,
 }
 
-// SAFETY: all-zero is a valid value for these C structs (null function pointers).
-pub(crate) const fn zeroed<T>() -> T {
-    // SAFETY: only used for the C operation structs above, for which all-zero means "no callback".
+/// An all-zero `T`, for the fields of an operation table that name no callback.
+///
+/// # Safety
+///
+/// All-zero must be a valid `T`: true of the C operation structs here, whose fields are
+/// nullable function pointers (and a null owner), where null means "no callback".
+const unsafe fn zeroed<T>() -> T {
+    // SAFETY: per the contract.
     unsafe { core::mem::zeroed() }
 }
 
@@ -46,7 +52,8 @@ pub(crate) static OPS: Ops = Ops {
         show_options: Some(show_options),
         freeze_fs: Some(freeze_fs),
         unfreeze_fs: Some(unfreeze_fs),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
     dir_iops: Table(bindings::inode_operations {
         lookup: Some(lookup),
@@ -60,22 +67,35 @@ pub(crate) static OPS: Ops = Ops {
         rename: Some(rename),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
-    file_iops: Table(bindings::inode_operations { setattr: Some(setattr), listxattr: Some(listxattr), ..zeroed() }),
+    file_iops: Table(bindings::inode_operations {
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
     symlink_iops: Table(bindings::inode_operations {
         get_link: Some(get_link),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
-    special_iops: Table(bindings::inode_operations { setattr: Some(setattr), listxattr: Some(listxattr), ..zeroed() }),
+    special_iops: Table(bindings::inode_operations {
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
     dir_fops: Table(bindings::file_operations {
         llseek: Some(dir_llseek),
         read: Some(bindings::generic_read_dir),
         iterate_shared: Some(iterate_shared),
         fsync: Some(fsync),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
     file_fops: Table(bindings::file_operations {
         llseek: Some(file_llseek),
@@ -86,7 +106,8 @@ pub(crate) static OPS: Ops = Ops {
         fsync: Some(fsync),
         splice_read: Some(bindings::filemap_splice_read),
         splice_write: Some(bindings::iter_file_splice_write),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
     aops: Table(bindings::address_space_operations {
         read_folio: Some(read_folio),
@@ -95,6 +116,7 @@ pub(crate) static OPS: Ops = Ops {
         dirty_folio: Some(bindings::filemap_dirty_folio),
         write_begin: Some(write_begin),
         write_end: Some(write_end),
-        ..zeroed()
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
     }),
 };
