@@ -365,13 +365,15 @@ pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
 
 /// `super_operations::statfs`.
 pub(crate) unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::kstatfs) -> c_int {
-    // SAFETY: the VFS passes a valid dentry of a mounted ferrofs and a kstatfs to fill.
+    // SAFETY: the VFS passes a valid dentry of a mounted ferrofs.
+    let info = unsafe { sbi((*dentry).d_sb) };
+    let (st, serial) = {
+        let fs = info.lock();
+        (fs.statfs(), fs.serial())
+    };
+    // Inodes are allocated from free space: as many more as there are free blocks.
+    // SAFETY: `buf` is the kstatfs the VFS asks us to fill.
     unsafe {
-        let (st, serial) = {
-            let fs = sbi((*dentry).d_sb).lock();
-            (fs.statfs(), fs.serial())
-        };
-        // Inodes are allocated from free space: as many more as there are free blocks.
         shim::ferrofs_kstatfs_fill(
             buf,
             SB_MAGIC as i64,
@@ -382,8 +384,8 @@ pub(crate) unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut 
             st.blocks_free,
             NAME_MAX as u32,
             serial,
-        );
-    }
+        )
+    };
     0
 }
 
