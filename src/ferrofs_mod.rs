@@ -2,9 +2,10 @@
 
 //! ferrofs: a log-structured flash filesystem.
 //!
-//! This crate root is the thin kernel layer: module registration and (in later steps) the VFS
-//! callbacks and the MTD and block backends. The engine under `engine/` is safe, `core`-only Rust
-//! shared with the userspace tools; all `unsafe` lives in this kernel layer.
+//! This crate root registers the filesystem type; the kernel layer's files are listed by job in
+//! docs/kernel.md (`kfs/` holds the thin wrappers over the raw VFS objects). The engine under
+//! `engine/` is safe, `core`-only Rust shared with the userspace tools; all `unsafe` lives in
+//! this kernel layer.
 
 use kernel::prelude::*;
 use kernel::{bindings, c_str, types::Opaque};
