@@ -2,9 +2,10 @@
 
 //! ferrofs: a log-structured flash filesystem.
 //!
-//! This crate root is the thin kernel layer: module registration and (in later steps) the VFS
-//! callbacks and the MTD and block backends. The engine under `engine/` is safe, `core`-only Rust
-//! shared with the userspace tools; all `unsafe` lives in this kernel layer.
+//! This crate root registers the filesystem type; the kernel layer's files are listed by job in
+//! docs/kernel.md (`kfs/` holds the thin wrappers over the raw VFS objects). The engine under
+//! `engine/` is safe, `core`-only Rust shared with the userspace tools; all `unsafe` lives in
+//! this kernel layer.
 
 use kernel::prelude::*;
 use kernel::{bindings, c_str, types::Opaque};
@@ -16,7 +17,17 @@ mod engine;
 mod kplatform;
 mod mtd;
 mod shim;
-mod vfs;
+mod bg;
+mod context;
+mod data;
+mod dir;
+mod file;
+mod inode;
+mod kfs;
+mod namei;
+mod ops;
+mod super_;
+mod xattr;
 
 module! {
     type: Ferrofs,
@@ -37,7 +48,7 @@ unsafe impl Sync for FsType {}
 
 static FS_TYPE: FsType = FsType(Opaque::new(bindings::file_system_type {
     name: c_str!("ferrofs").as_char_ptr(),
-    init_fs_context: Some(vfs::init_fs_context),
+    init_fs_context: Some(context::init_fs_context),
     kill_sb: Some(kill_sb),
     fs_flags: bindings::FS_REQUIRES_DEV as _,
     // SAFETY: all-zero is valid for the remaining fields (null pointers, empty lists, keys).
@@ -54,19 +65,19 @@ unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
     // allocated until `kill_sb` returns.
     unsafe {
         shim::ferrofs_kill_mtd_super(sb);
-        vfs::free_unmounted(sb);
+        super_::free_unmounted(sb);
     }
 }
 
 impl kernel::Module for Ferrofs {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        vfs::module_init()?;
+        super_::module_init()?;
         // SAFETY: not registered yet, so nothing else reads `FS_TYPE`; module init runs once.
         unsafe { (*FS_TYPE.0.get()).owner = module.as_ptr() };
         // SAFETY: `FS_TYPE` is static, its name a static string, its callbacks valid for the
         // module's lifetime; `drop` unregisters it.
         kernel::error::to_result(unsafe { bindings::register_filesystem(FS_TYPE.0.get()) })
-            .inspect_err(|_| vfs::module_exit())?;
+            .inspect_err(|_| super_::module_exit())?;
         pr_info!("registered\n");
         Ok(Ferrofs)
     }
@@ -80,7 +91,7 @@ impl Drop for Ferrofs {
         if ret != 0 {
             pr_err!("unregister_filesystem failed: {}\n", ret);
         }
-        vfs::module_exit();
+        super_::module_exit();
         pr_info!("unregistered\n");
     }
 }

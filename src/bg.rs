@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The background thread (periodic checkpoints at `commit=`, background GC at `gc=on`) and the
+//! debugfs statistics it refreshes.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::bindings;
+use kernel::c_str;
+use kernel::ffi::{c_int, c_long, c_void};
+use kernel::prelude::*;
+use crate::engine::error::Error as EError;
+use crate::shim;
+use crate::kfs::sbi;
+use crate::super_::{ByteWriter, SbInfo};
+
+/// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
+pub(crate) const STAT_NAMES: [&CStr; 15] = [
+    c_str!("user_bytes"),
+    c_str!("programmed_bytes"),
+    c_str!("erases"),
+    c_str!("gc_records"),
+    c_str!("gc_bytes"),
+    c_str!("checkpoints"),
+    c_str!("replayed_records"),
+    c_str!("retired_segments"),
+    c_str!("free_segments"),
+    // fault counters since the mount (`FaultStats`)
+    c_str!("corrected_reads"),
+    c_str!("uncorrectable_reads"),
+    c_str!("scrubbed_segments"),
+    c_str!("program_failures"),
+    c_str!("erase_failures"),
+    c_str!("io_errors"),
+];
+
+/// The module's debugfs root, /sys/kernel/debug/ferrofs.
+pub(crate) static DEBUGFS_ROOT: AtomicPtr<bindings::dentry> = AtomicPtr::new(ptr::null_mut());
+
+pub(crate) unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
+    let sb = data as *mut bindings::super_block;
+    // SAFETY: `data` is the superblock, which outlives the thread: `put_super` (and a
+    // remount read-only) stop the thread before anything is freed.
+    let info = unsafe { sbi(sb) };
+    let mut last_seq = info.lock().log_seq();
+    let mut ticks = 0u32;
+    // SAFETY: called from the kthread itself: it takes part in system suspend (the freezer).
+    unsafe { shim::ferrofs_set_freezable() };
+    // SAFETY: a plain conversion.
+    let second = unsafe { bindings::__msecs_to_jiffies(1000) } as c_long;
+    loop {
+        // The sleep state is set before the stop test, so a `kthread_stop` after the test
+        // still wakes the sleep below at once: unmount does not wait for the timeout.
+        // SAFETY: called from the kthread itself.
+        unsafe { shim::ferrofs_set_current_interruptible() };
+        // SAFETY: as above.
+        if unsafe { bindings::kthread_should_stop() } {
+            // SAFETY: as above.
+            unsafe { shim::ferrofs_set_current_running() };
+            break;
+        }
+        // SAFETY: sleeps (freezable) until the timeout or a wake-up; returns running.
+        unsafe { bindings::schedule_timeout(second) };
+        // SAFETY: called from the kthread itself, running; enters the freezer if a system
+        // suspend is freezing tasks.
+        if unsafe { bindings::kthread_freezable_should_stop(ptr::null_mut()) } {
+            break;
+        }
+        ticks = ticks.saturating_add(1);
+        let mut fs = info.lock();
+        // Read-only (remount, freeze, a read-only mount) or failed: nothing to do.
+        // SAFETY: `sb` is mounted (see above).
+        if fs.is_read_only() || fs.is_failed() || unsafe { shim::ferrofs_sb_rdonly(sb) } {
+            continue;
+        }
+        if info.opts.gc {
+            if let Err(e) = fs.gc_step(true) {
+                if e != EError::NoSpace {
+                    pr_warn!("mtd{}: background GC stopped on error {:?}\n", info.mtd_index, e);
+                }
+            }
+        }
+        if ticks >= info.opts.commit && fs.log_seq() != last_seq {
+            if let Err(e) = fs.sync() {
+                pr_err!("mtd{}: periodic checkpoint failed: {:?}\n", info.mtd_index, e);
+            }
+            last_seq = fs.log_seq();
+            ticks = 0;
+        }
+        info.publish_stats(&fs);
+    }
+    0
+}
+
+/// Start the background thread of a read-write superblock.
+///
+/// # Safety
+///
+/// `sb` must be fully set up by `fill_super` and not being torn down; the caller holds
+/// `s_umount` (or is `fill_super`), so `bg` has no concurrent writer.
+pub(crate) unsafe fn start_bg(sb: *mut bindings::super_block) {
+    // SAFETY: per the contract.
+    let info = unsafe { sbi(sb) };
+    if !info.bg.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    let mut name = [0u8; 16];
+    let mut w = ByteWriter { buf: &mut name, len: 0 };
+    let _ = core::fmt::write(&mut w, format_args!("mtd{}", info.mtd_index));
+    // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s" and
+    // `name` is NUL-terminated (ByteWriter keeps the last byte zero).
+    let task = unsafe {
+        bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
+    };
+    let task = match kernel::error::from_err_ptr(task) {
+        Ok(t) => t,
+        Err(e) => {
+            pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, e.to_errno());
+            return;
+        }
+    };
+    info.bg.store(task, Ordering::Release);
+    // SAFETY: `task` is a freshly created kthread.
+    unsafe { bindings::wake_up_process(task) };
+}
+
+/// Stop the background thread, if it runs (it wakes at once and exits).
+pub(crate) fn stop_bg(info: &SbInfo) {
+    let task = info.bg.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !task.is_null() {
+        // SAFETY: `task` is our kthread, which only returns once asked to stop.
+        unsafe { bindings::kthread_stop(task) };
+    }
+}

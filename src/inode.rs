@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Inodes: the inode slab cache, `alloc_inode`/`free_inode`/`evict_inode`/`write_inode`, `iget`,
+//! attribute copies between the engine and the VFS inode, `setattr` and `get_link`.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::bindings;
+use kernel::error::{from_result, to_result};
+use kernel::ffi::{c_char, c_int, c_void};
+use kernel::prelude::*;
+use kernel::types::Opaque;
+use crate::engine::error::Error as EError;
+use crate::engine::format::{FileType, Inode as EInode};
+use crate::engine::posix::SetAttr;
+use crate::shim;
+use crate::kfs::{kerr, Dentry, Inode, SuperBlock};
+use crate::ops::OPS;
+use crate::super_::Fs;
+
+/// Get the VFS inode for `a`, filling it from `a` if it is new. Returns a referenced inode,
+/// which the caller must hand on (`d_splice_alias`, `d_instantiate`, `d_make_root`) or `iput`.
+pub(crate) fn iget(sb: &SuperBlock, a: &EInode) -> Result<*mut bindings::inode> {
+    // SAFETY: `sb` is a mounted superblock (type invariant).
+    let inode = unsafe { bindings::iget_locked(sb.as_ptr(), a.ino as _) };
+    if inode.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: `iget_locked` returned a referenced inode.
+    if unsafe { (*inode).i_state } & bindings::I_NEW == 0 {
+        return Ok(inode);
+    }
+    // SAFETY: a referenced ferrofs inode of a mounted superblock.
+    unsafe { Inode::from_raw(inode) }.set_attrs(a, true);
+    // SAFETY: the inode is new and locked (I_NEW): nobody else sees it until `unlock_new_inode`.
+    unsafe {
+        let ops = &OPS;
+        match FileType::from_mode(a.mode) {
+            Some(FileType::Regular) => {
+                (*inode).i_op = &ops.file_iops.0;
+                (*inode).__bindgen_anon_3.i_fop = &ops.file_fops.0;
+                (*(*inode).i_mapping).a_ops = &ops.aops.0;
+                shim::ferrofs_mapping_set_gfp_nofs((*inode).i_mapping);
+            }
+            Some(FileType::Dir) => {
+                (*inode).i_op = &ops.dir_iops.0;
+                (*inode).__bindgen_anon_3.i_fop = &ops.dir_fops.0;
+            }
+            Some(FileType::Symlink) => {
+                (*inode).i_op = &ops.symlink_iops.0;
+                bindings::inode_nohighmem(inode);
+            }
+            Some(_) => {
+                (*inode).i_op = &ops.special_iops.0;
+                bindings::init_special_inode(inode, a.mode as u16, shim::ferrofs_new_decode_dev(a.rdev));
+            }
+            None => {
+                pr_err!("mtd{}: corrupt inode {}: bad mode {:o}\n", sb.info().mtd_index, a.ino, a.mode);
+                bindings::iget_failed(inode);
+                return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
+            }
+        }
+        bindings::unlock_new_inode(inode);
+    }
+    Ok(inode)
+}
+
+/// Refresh a VFS inode from the engine (after an operation changed it in the engine). The
+/// caller holds the inode's lock (a VFS directory or attribute operation).
+pub(crate) fn refresh(fs: &mut Fs, inode: &Inode) -> Result {
+    let a = fs.getattr(inode.ino()).map_err(kerr)?;
+    inode.set_attrs(&a, false);
+    Ok(())
+}
+
+/// A ferrofs in-memory inode: the VFS inode, allocated from our own slab cache so that
+/// `rmmod` can prove that no inode leaked (the cache must be empty to be destroyed).
+#[repr(C)]
+pub(crate) struct FerroInode {
+    vfs: Opaque<bindings::inode>,
+}
+
+pub(crate) static INODE_CACHE: AtomicPtr<bindings::kmem_cache> = AtomicPtr::new(ptr::null_mut());
+
+/// Slab constructor: called once per object when its slab page is set up.
+pub(crate) unsafe extern "C" fn inode_ctor(p: *mut c_void) {
+    // SAFETY: the slab allocator passes an object of our cache, `FerroInode`-sized.
+    unsafe { bindings::inode_init_once(Opaque::raw_get(ptr::addr_of!((*(p as *mut FerroInode)).vfs))) };
+}
+
+pub(crate) unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *mut bindings::inode {
+    // SAFETY: the cache exists while the module is loaded, and `sb` is being used by the VFS.
+    let p = unsafe { shim::ferrofs_alloc_inode_sb(sb, INODE_CACHE.load(Ordering::Acquire)) } as *mut FerroInode;
+    if p.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `p` is a constructed object of our cache.
+    unsafe { Opaque::raw_get(ptr::addr_of!((*p).vfs)) }
+}
+
+pub(crate) unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
+    // SAFETY: `inode` came from `alloc_inode`: it is the first field of a `FerroInode`
+    // (`repr(C)`), so the pointers coincide.
+    unsafe { bindings::kmem_cache_free(INODE_CACHE.load(Ordering::Acquire), inode.cast()) };
+}
+
+/// `super_operations::write_inode`: record the VFS's timestamp and attribute updates.
+pub(crate) unsafe extern "C" fn write_inode(inode: *mut bindings::inode, _wbc: *mut bindings::writeback_control) -> c_int {
+    // SAFETY: the VFS passes a live ferrofs inode.
+    let inode = unsafe { Inode::from_raw(inode) };
+    let (info, ino, a, t) = (inode.info(), inode.ino(), inode.attrs(), inode.now());
+    let mut fs = info.lock();
+    if fs.is_read_only() || inode.sb().rdonly() {
+        return 0;
+    }
+    match fs.setattr(ino, &a, t) {
+        Ok(_) | Err(EError::NotFound) => 0,
+        Err(e) => kerr(e).to_errno(),
+    }
+}
+
+/// `super_operations::evict_inode`: drop the page cache; delete the inode if it has no links.
+pub(crate) unsafe extern "C" fn evict_inode(inode: *mut bindings::inode) {
+    // SAFETY: the VFS passes an inode being evicted, which we own now.
+    unsafe {
+        bindings::truncate_inode_pages_final(&mut (*inode).i_data);
+        bindings::clear_inode(inode);
+    }
+    // SAFETY: the inode stays allocated until `evict_inode` returns, and its superblock is
+    // mounted (inodes are evicted before `put_super`).
+    let inode = unsafe { Inode::from_raw(inode) };
+    let sb = inode.sb();
+    // SAFETY: the inode is live (above).
+    let bad = unsafe { bindings::is_bad_inode(inode.as_ptr()) };
+    if inode.is_unlinked() && !bad && !sb.rdonly() {
+        let info = sb.info();
+        let ino = inode.ino();
+        // Waits while the filesystem is frozen (the engine is read-only then), as ext4.
+        // SAFETY: `sb` is mounted; paired with the end below.
+        unsafe { shim::ferrofs_sb_start_intwrite(sb.as_ptr()) };
+        let mut fs = info.lock();
+        if !fs.is_read_only() {
+            if let Err(e) = fs.evict(ino) {
+                pr_warn!("mtd{}: could not free deleted inode {} ({:?}); it stays on the orphan list\n", info.mtd_index, ino, e);
+            }
+        }
+        drop(fs);
+        // SAFETY: ends the write section started above.
+        unsafe { shim::ferrofs_sb_end_intwrite(sb.as_ptr()) };
+    }
+}
+
+pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry: *mut bindings::dentry, attr: *mut bindings::iattr) -> c_int {
+    from_result(|| {
+        // SAFETY: VFS setattr contract: `dentry` positive, `attr` valid.
+        to_result(unsafe { bindings::setattr_prepare(idmap, dentry, attr) })?;
+        // SAFETY: as above; the inode is locked by the VFS.
+        let inode = unsafe { Dentry::from_raw(dentry) }.inode().ok_or(ENOENT)?;
+        let info = inode.info();
+        let ino = inode.ino();
+        let mut size_changed = false;
+        // SAFETY: `attr` is valid for the call.
+        let (valid, size) = unsafe { ((*attr).ia_valid, (*attr).ia_size) };
+        if valid & bindings::ATTR_SIZE != 0 {
+            if size < 0 {
+                return Err(EINVAL);
+            }
+            let old = inode.size();
+            // Let mmap writers' dirty folios reach the engine before it cuts the file.
+            to_result(inode.write_and_wait())?;
+            if size > old {
+                // mmap stores beyond the old EOF (in its last page) must not appear in the
+                // grown file: zero the tail of that page in the cache.
+                // SAFETY: the inode is live and locked.
+                unsafe { bindings::truncate_pagecache(inode.as_ptr(), old) };
+            }
+            let sa = SetAttr { size: Some(size as u64), ..SetAttr::default() };
+            info.lock().setattr(ino, &sa, inode.now()).map_err(kerr)?;
+            // SAFETY: the inode is live and locked, as `truncate_setsize` requires.
+            unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
+            size_changed = size != old;
+        }
+        // SAFETY: the inode is live and locked; `attr` was checked by `setattr_prepare`.
+        unsafe { bindings::setattr_copy(idmap, inode.as_ptr(), attr) };
+        if size_changed {
+            // truncate(2) through a path does not ask for new times; a size change still
+            // updates mtime and ctime (POSIX).
+            inode.touch_mtime_ctime();
+        }
+        let a = inode.attrs();
+        info.lock().setattr(ino, &a, inode.now()).map_err(kerr)?;
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn get_link(dentry: *mut bindings::dentry, inode: *mut bindings::inode, done: *mut bindings::delayed_call) -> *const c_char {
+    if dentry.is_null() {
+        // RCU walk: the engine lock may sleep.
+        return ECHILD.to_ptr();
+    }
+    // SAFETY: VFS get_link contract: `inode` is a live symlink.
+    unsafe {
+        let size = (crate::engine::format::SYMLINK_MAX + 1) as usize;
+        let buf = bindings::__kmalloc_noprof(size, bindings::GFP_KERNEL) as *mut u8;
+        if buf.is_null() {
+            return ENOMEM.to_ptr();
+        }
+        let slice = core::slice::from_raw_parts_mut(buf, size - 1);
+        let inode = Inode::from_raw(inode);
+        match inode.info().lock().readlink(inode.ino(), slice) {
+            Ok(n) => {
+                *buf.add(n.min(size - 1)) = 0;
+                shim::ferrofs_set_delayed_call_kfree(done, buf.cast());
+                buf.cast()
+            }
+            Err(e) => {
+                bindings::kfree(buf.cast());
+                kerr(e).to_ptr()
+            }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `SuperBlock`: a mounted ferrofs superblock.
+
+use kernel::bindings;
+use kernel::types::Opaque;
+
+use crate::super_::SbInfo;
+use crate::shim;
+
+/// A ferrofs superblock between `fill_super` (once `s_fs_info` is set) and `put_super`.
+///
+/// # Invariants
+///
+/// `s_fs_info` points at the `SbInfo` set up by `fill_super`, which lives until `put_super`,
+/// and the superblock outlives the reference.
+#[repr(transparent)]
+pub(crate) struct SuperBlock(Opaque<bindings::super_block>);
+
+impl SuperBlock {
+    /// # Safety
+    ///
+    /// `sb` must be a ferrofs superblock between `fill_super` and `put_super` for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(sb: *mut bindings::super_block) -> &'a SuperBlock {
+        // SAFETY: `SuperBlock` is a transparent wrapper; valid per the contract.
+        unsafe { &*sb.cast::<SuperBlock>() }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut bindings::super_block {
+        self.0.get()
+    }
+
+    /// The per-superblock state.
+    pub(crate) fn info(&self) -> &SbInfo {
+        // SAFETY: `s_fs_info` is the live `SbInfo` (type invariant).
+        unsafe { &*((*self.as_ptr()).s_fs_info as *const SbInfo) }
+    }
+
+    /// Whether the superblock is mounted read-only (`sb_rdonly`).
+    pub(crate) fn rdonly(&self) -> bool {
+        // SAFETY: the superblock is live (type invariant).
+        unsafe { shim::ferrofs_sb_rdonly(self.as_ptr()) }
+    }
+}
+
+/// The `SbInfo` of a mounted superblock.
+///
+/// # Safety
+///
+/// `sb` must be a ferrofs superblock between `fill_super` and `put_super`.
+pub(crate) unsafe fn sbi<'a>(sb: *mut bindings::super_block) -> &'a SbInfo {
+    // SAFETY: per the contract.
+    unsafe { SuperBlock::from_raw(sb) }.info()
+}

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The static operation tables (super, inode, file and address space operations).
+
+use kernel::bindings;
+
+use crate::data::{read_folio, readahead, write_begin, write_end, writepages};
+use crate::dir::{dir_llseek, iterate_shared};
+use crate::file::{file_llseek, fsync};
+use crate::inode::{alloc_inode, evict_inode, free_inode, get_link, setattr, write_inode};
+use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
+use crate::super_::{freeze_fs, put_super, show_options, statfs, sync_fs, unfreeze_fs};
+use crate::xattr::listxattr;
+
+/// A C operations table, shareable between threads.
+#[repr(transparent)]
+pub(crate) struct Table<T>(pub(crate) T);
+// SAFETY: the tables are immutable after initialisation and hold only function pointers.
+unsafe impl<T> Sync for Table<T> {}
+
+pub(crate) struct Ops {
+    pub(crate) sops: Table<bindings::super_operations>,
+    pub(crate) dir_iops: Table<bindings::inode_operations>,
+    pub(crate) file_iops: Table<bindings::inode_operations>,
+    pub(crate) symlink_iops: Table<bindings::inode_operations>,
+    pub(crate) special_iops: Table<bindings::inode_operations>,
+    pub(crate) dir_fops: Table<bindings::file_operations>,
+    pub(crate) file_fops: Table<bindings::file_operations>,
+    pub(crate) aops: Table<bindings::address_space_operations>,
+}
+
+/// An all-zero `T`, for the fields of an operation table that name no callback.
+///
+/// # Safety
+///
+/// All-zero must be a valid `T`: true of the C operation structs here, whose fields are
+/// nullable function pointers (and a null owner), where null means "no callback".
+const unsafe fn zeroed<T>() -> T {
+    // SAFETY: per the contract.
+    unsafe { core::mem::zeroed() }
+}
+
+pub(crate) static OPS: Ops = Ops {
+    sops: Table(bindings::super_operations {
+        alloc_inode: Some(alloc_inode),
+        free_inode: Some(free_inode),
+        put_super: Some(put_super),
+        statfs: Some(statfs),
+        sync_fs: Some(sync_fs),
+        write_inode: Some(write_inode),
+        evict_inode: Some(evict_inode),
+        show_options: Some(show_options),
+        freeze_fs: Some(freeze_fs),
+        unfreeze_fs: Some(unfreeze_fs),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    dir_iops: Table(bindings::inode_operations {
+        lookup: Some(lookup),
+        create: Some(create),
+        mkdir: Some(mkdir),
+        rmdir: Some(rmdir),
+        unlink: Some(unlink),
+        link: Some(link),
+        symlink: Some(symlink),
+        mknod: Some(mknod),
+        rename: Some(rename),
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    file_iops: Table(bindings::inode_operations {
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    symlink_iops: Table(bindings::inode_operations {
+        get_link: Some(get_link),
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    special_iops: Table(bindings::inode_operations {
+        setattr: Some(setattr),
+        listxattr: Some(listxattr),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    dir_fops: Table(bindings::file_operations {
+        llseek: Some(dir_llseek),
+        read: Some(bindings::generic_read_dir),
+        iterate_shared: Some(iterate_shared),
+        fsync: Some(fsync),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    file_fops: Table(bindings::file_operations {
+        llseek: Some(file_llseek),
+        read_iter: Some(bindings::generic_file_read_iter),
+        write_iter: Some(bindings::generic_file_write_iter),
+        mmap: Some(bindings::generic_file_mmap),
+        open: Some(bindings::generic_file_open),
+        fsync: Some(fsync),
+        splice_read: Some(bindings::filemap_splice_read),
+        splice_write: Some(bindings::iter_file_splice_write),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    aops: Table(bindings::address_space_operations {
+        read_folio: Some(read_folio),
+        readahead: Some(readahead),
+        writepages: Some(writepages),
+        dirty_folio: Some(bindings::filemap_dirty_folio),
+        write_begin: Some(write_begin),
+        write_end: Some(write_end),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+};
