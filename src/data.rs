@@ -14,7 +14,7 @@ use kernel::bindings;
 use kernel::ffi::{c_int, c_uint, c_void};
 use kernel::prelude::*;
 
-use crate::kfs::{kerr, Inode, LockedFolio};
+use crate::kfs::{kerr, kerr_data, Inode, LockedFolio};
 use crate::shim;
 use crate::super_::Fs;
 
@@ -27,7 +27,7 @@ fn fill_folio(inode: &Inode, folio: &mut LockedFolio) -> Result {
 fn fill_folio_locked(fs: &mut Fs, inode: &Inode, folio: &mut LockedFolio) -> Result {
     let pos = folio.pos() as u64;
     folio.with_bytes_mut(|buf| -> Result {
-        let n = fs.read(inode.ino(), pos, buf).map_err(kerr)?;
+        let n = fs.read(inode.ino(), pos, buf).map_err(kerr_data)?;
         if let Some(rest) = buf.get_mut(n..) {
             rest.fill(0);
         }

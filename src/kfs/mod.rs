@@ -27,6 +27,16 @@ pub(crate) fn kerr(e: EError) -> Error {
     Error::from_errno(-e.errno())
 }
 
+/// An engine error from reading a file's contents: damaged or unreadable data is an I/O error
+/// to the reader (EIO, as btrfs reports a data checksum failure), while damaged metadata found by
+/// lookup, getattr or readdir stays EUCLEAN ("structure needs cleaning", as ext4 and btrfs report it).
+pub(crate) fn kerr_data(e: EError) -> Error {
+    match e {
+        EError::Corrupt => EIO,
+        e => kerr(e),
+    }
+}
+
 /// A NUL-terminated C string as bytes (without the NUL).
 ///
 /// # Safety
