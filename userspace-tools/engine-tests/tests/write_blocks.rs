@@ -500,8 +500,10 @@ fn apply_model(m: &mut [FileModel; FILES], op: &WOp) {
     }
 }
 
+/// A small index cache and a checkpoint every 20 KiB of log: batches of up to 16 blocks span
+/// segments and take checkpoints in the middle.
 fn wopts() -> MountOptions {
-    MountOptions { cache_nodes: 24, ..Default::default() }
+    MountOptions { cache_nodes: 24, checkpoint_log_bytes: 20 * 1024, ..Default::default() }
 }
 
 fn wtemplate() -> (RamFlash, [u64; FILES]) {
