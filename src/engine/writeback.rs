@@ -8,9 +8,11 @@
 //! checkpoint refers to) stay at most [`Engine::capacity_bytes`] (7/8 of the segments left after
 //! the GC, checkpoint, head and segment-table reserves), so the GC always finds victims and the
 //! reserves are never eaten. A budget reservation is a promise that this still holds after the
-//! reserved write-back, so it is counted in live bytes *after the next index commit*:
+//! reserved write-back, so it is counted in live bytes *after the next index commit*, against
+//! [`Engine::budget_capacity`] (the capacity scaled by how much of a segment DATA records can
+//! fill: records never span segments):
 //!
-//! * [`Engine::budget_avail`] = capacity - live - `dirty index nodes` x (`NODE_MAX_BYTES` +
+//! * [`Engine::budget_avail`] = budget capacity - live - `dirty index nodes` x (`NODE_MAX_BYTES` +
 //!   `REC_HDR`). A node dirtied since the last commit has had its old copy counted dead and its
 //!   new copy is not counted yet; the commit adds at most a full node back per dirty node. (The
 //!   copy-on-write rewrite of an index path is therefore charged here, in the published
@@ -40,10 +42,10 @@
 //!   `s <= 2 + (n + s_below)/32 <= 3 + n/31`. Summed over `LEVELS` levels that is at most
 //!   `3 x LEVELS` splits per call plus `n x LEVELS / 31`, plus one new root.
 //!
-//! With 4 KiB blocks: `PER_BLOCK` = 4254 bytes (3.9 % over the payload), `PER_INODE` = 3365.
+//! With 4 KiB blocks: `PER_BLOCK` = 4254 bytes (3.9 % over the payload), `PER_INODE` = 3441.
 //!
 //! Every other space-consuming operation then checks `live + extra + reserved + dirty-index
-//! term <= capacity` while anything is reserved ([`Engine::set_reserved`]), so it gets `NoSpace`
+//! term <= budget capacity` while anything is reserved ([`Engine::set_reserved`]), so it gets `NoSpace`
 //! rather than the reserved space; deletions take no space check and keep working.
 //! [`Engine::write_blocks`] takes no capacity check when the caller holds its budget, and its
 //! foreground GC may dip below the free-segment target (the reserve the budget was sized
