@@ -45,9 +45,12 @@ clean:
 	rm -rf build userspace-tools/target
 	-source qemu/env.sh && [ -d "$$(kernel_dir)/linux" ] && $(MAKE) -C "$$(kernel_dir)/linux" M=$(CURDIR) clean
 
-# The side-by-side benchmark rig (issue 5): tests/bench/run-bench.sh, docs/benchmarks.md "The rig".
+# The side-by-side benchmark rig (issues 5, 10): tests/bench/run-bench.sh, docs/benchmarks.md "The rig".
+# Every target: throughput, latency and GC buffered and device-bound (fsync per write), concurrency
+# (reader beside a writer process), fio as a cross-check (needs fio on the host: qemu/install-deps.sh);
+# report.md opens with issue 10's write-path figures, each with its target, met or not.
 #   make bench       quick profile (a few minutes): bench/results/<date>-<commit>-quick/
-#   make bench-full  full profile (the published numbers, under an hour)
+#   make bench-full  full profile (the published numbers, about an hour)
 .PHONY: bench bench-full
 bench: initramfs
 	tests/bench/run-bench.sh --quick

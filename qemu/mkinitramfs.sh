@@ -3,12 +3,38 @@
 # the peers' tools (mtd-utils, f2fs-tools, e2fsprogs) and stress-ng with their libraries, and the
 # guest tests.
 # Usage: mkinitramfs.sh KDIR OUT.cpio.gz [EXTRA_KO...]
+#        mkinitramfs.sh --fio-overlay OUT.cpio.gz
+# --fio-overlay writes only fio (Debian's, dynamically linked) with its shared libraries and the
+# SysV-shm shim it needs in the guest (tests/bench/fio-sysv-shm.c), as an archive that the bench
+# rig appends to its private copy of the initramfs (the kernel unpacks concatenated archives in
+# turn). fio's libraries (Ceph, ICU, GlusterFS, ...) are about 80 MB that every test guest would
+# otherwise unpack.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
-KDIR="$1"; OUT="$2"; shift 2
-MODROOT="$(dirname "$KDIR")/modroot"
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
+# Copy a host binary and the shared libraries it needs.
+copy_bin() {
+  local bin="$1" dest="$2"
+  install -D -m 0755 "$bin" "$STAGE$dest"
+  { ldd "$bin" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | while read -r lib; do
+    [ -e "$STAGE$lib" ] || install -D -m 0755 "$lib" "$STAGE$lib"
+  done
+}
+
+if [ "${1:-}" = --fio-overlay ]; then
+  OUT="$2"
+  path="$(command -v fio || true)"
+  [ -n "$path" ] || { echo "mkinitramfs: fio not found on the host: run qemu/install-deps.sh" >&2; exit 1; }
+  copy_bin "$path" /usr/bin/fio
+  mkdir -p "$STAGE/usr/lib"
+  cc -shared -fPIC -O2 -Wall -Werror -o "$STAGE/usr/lib/fio-sysv-shm.so" "$FERROFS_ROOT/tests/bench/fio-sysv-shm.c"
+  mkdir -p "$(dirname "$OUT")"
+  (cd "$STAGE" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$OUT"
+  exit 0
+fi
+KDIR="$1"; OUT="$2"; shift 2
+MODROOT="$(dirname "$KDIR")/modroot"
 
 mkdir -p "$STAGE"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,etc,proc,sys,dev,tmp,mnt,root,run,var,ferrofs/tests}
 cp /bin/busybox "$STAGE/bin/busybox"
@@ -24,14 +50,6 @@ cp -a "$MODROOT/lib/modules" "$STAGE/lib/"
 cp "$FERROFS_ROOT/ferrofs.ko" "$STAGE/ferrofs/"
 for ko in "$@"; do cp "$ko" "$STAGE/ferrofs/"; done
 
-# Copy a host binary and the shared libraries it needs.
-copy_bin() {
-  local bin="$1" dest="$2"
-  install -D -m 0755 "$bin" "$STAGE$dest"
-  { ldd "$bin" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | while read -r lib; do
-    [ -e "$STAGE$lib" ] || install -D -m 0755 "$lib" "$STAGE$lib"
-  done
-}
 for b in flash_erase nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubidetach ubiformat \
          ubimkvol ubirmvol ubinfo ubiupdatevol mkfs.ubifs mkfs.jffs2 mkfs.f2fs fsck.f2fs mke2fs e2fsck; do
   path="$(command -v "$b" || true)"

@@ -17,7 +17,8 @@ import sys
 import tempfile
 
 ORDER = ["raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs"]
-EXPS = ["sweep", "latency", "smallfiles", "meta", "dirty", "gc", "mount", "mount-powercut"]
+EXPS = ["sweep", "latency", "latency-fsync", "smallfiles", "meta", "concurrency", "fio", "dirty", "gc", "gc-fsync", "mount", "mount-powercut"]
+PEERS = ["jffs2", "ubifs", "f2fs", "ext4"]
 
 
 def kv(path):
@@ -63,6 +64,256 @@ def f2(x, p=2):
     return "n/a" if x is None else f"{x:.{p}f}"
 
 
+def load_runs(jdir):
+    """The tool's JSON runs under jdir, the newest per (experiment, label), as the tool's report keeps them."""
+    runs = {}
+    for dp, _, fs in os.walk(jdir):
+        for f in fs:
+            if not f.endswith(".json"):
+                continue
+            try:
+                d = json.load(open(os.path.join(dp, f)))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(d, dict) or d.get("tool") != "ferrofs-bench":
+                continue
+            k = (d.get("experiment"), d.get("label"))
+            if k not in runs or d.get("started_unix", 0) >= runs[k].get("started_unix", 0):
+                runs[k] = d
+    return runs
+
+
+def load_fio(fdir):
+    """fio/<target>/<label>-<job>.json: {(label, job): (MB/s, clat summary or None)} from fio's JSON (one job each).
+    MB/s = io_bytes / runtime of the job's direction (fio counts end_fsync in the runtime)."""
+    out = {}
+    if not os.path.isdir(fdir):
+        return out
+    for dp, _, fs in os.walk(fdir):
+        for f in fs:
+            if not f.endswith(".json"):
+                continue
+            try:
+                text = open(os.path.join(dp, f)).read()
+                d = json.loads(text[text.index("{"):])
+                job = d["jobs"][0]
+            except (OSError, ValueError, KeyError, IndexError):
+                continue
+            name = job.get("jobname", "")
+            label = f[:-len(".json")]
+            if not label.endswith("-" + name):
+                continue
+            label = label[:-len(name) - 1]
+            ddir = "read" if "-read-" in name else "write"
+            ph = job.get(ddir, {})
+            rt_ms, nbytes = ph.get("runtime", 0), ph.get("io_bytes", 0)
+            if job.get("error", 0) or not rt_ms or not nbytes:
+                out[(label, name)] = None
+                continue
+            out[(label, name)] = nbytes / (rt_ms / 1e3) / 1e6
+    return out
+
+
+def size_name(n):
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}k"
+
+
+def write_path_figures(res):
+    """The figures issue 10 asks for, in one place, each with its target and met / not met, from the JSON."""
+    runs = load_runs(os.path.join(res, "json"))
+    fio = load_fio(os.path.join(res, "fio"))
+    o = ["## Write-path figures (issue 10)\n"]
+    o.append("Every figure below is computed from this folder's JSON (`json/`, `fio/`) when the report is built. Ratios are "
+             "ferrofs / peer; a target is met when the ratio (or percentage) is on the right side of it. "
+             "Targets from issue 10; they are meant for the full profile (`make bench-full`): the quick profile "
+             "has fewer writes and shorter runs, so its tails (p99.9, max) and GC windows are less settled.\n")
+    checks = []  # (figure, ferrofs value, reference, ratio or %, target, met)
+
+    def verdict(ok):
+        return "n/a" if ok is None else ("met" if ok else "**not met**")
+
+    def add(fig, val, ref, r, target, ok):
+        checks.append((fig, val, ref, r, target, verdict(ok)))
+
+    def get(exp, label):
+        return runs.get((exp, label), {}).get("results")
+
+    def div(a, b):
+        return a / b if a is not None and b not in (None, 0) else None
+
+    def ratio_s(r):
+        return "n/a" if r is None else f"{r:.2f}x"
+
+    def pct_s(p):
+        return "n/a" if p is None else f"{p:.0f} %"
+
+    labels = [l for l in ["ferrofs"] + PEERS if any(k[1] == l for k in runs)]
+
+    # --- 4 KiB buffered write latency, and the device-bound variant beside it.
+    lat = {l: (get("latency", l) or {}).get("summary") for l in labels}
+    latf = {l: (get("latency-fsync", l) or {}).get("summary") for l in labels}
+    if any(lat.values()) or any(latf.values()):
+        n = (runs.get(("latency", "ferrofs"), {}).get("params") or {}).get("count", "?")
+        nf = (runs.get(("latency-fsync", "ferrofs"), {}).get("params") or {}).get("count", "?")
+        o.append(f"### 4 KiB write latency, µs\n\nBuffered (`latency`, {n} writes, no sync) beside the device-bound variant "
+                 f"(`latency-fsync`, {nf} writes, each followed by fsync inside the timing).\n")
+        o.append("| Target | buffered median | buffered p99.9 | buffered max | fsync median | fsync p99.9 | fsync max |\n|---|---|---|---|---|---|---|")
+        for l in labels:
+            a, b = lat.get(l) or {}, latf.get(l) or {}
+            o.append(f"| {l} | " + " | ".join(f2(x.get(k), 1) for x in (a, b) for k in ("median_us", "p999_us", "max_us")) + " |")
+        o.append("")
+        fr, ub, jf = lat.get("ferrofs") or {}, lat.get("ubifs") or {}, lat.get("jffs2") or {}
+        r = div(fr.get("median_us"), ub.get("median_us"))
+        add("4 KiB buffered write latency, median vs UBIFS", f2(fr.get("median_us"), 1) + " µs", f2(ub.get("median_us"), 1) + " µs", ratio_s(r), "<= 1.5x", None if r is None else r <= 1.5)
+        r = div(fr.get("p999_us"), ub.get("p999_us"))
+        add("4 KiB buffered write latency, p99.9 vs UBIFS", f2(fr.get("p999_us"), 1) + " µs", f2(ub.get("p999_us"), 1) + " µs", ratio_s(r), "<= 1.0x", None if r is None else r <= 1.0)
+        r = div(fr.get("max_us"), jf.get("max_us"))
+        add("4 KiB buffered write latency, max vs JFFS2", f2(fr.get("max_us"), 1) + " µs", f2(jf.get("max_us"), 1) + " µs", ratio_s(r), "<= 0.1x", None if r is None else r <= 0.1)
+
+    # --- Sequential buffered write and cold read against the raw NAND and UBIFS.
+    def sweep_pts(label, modes=("buffered",)):
+        pts = (get("sweep", label) or {}).get("points", [])
+        return {p["block_size"]: p for p in pts if p.get("mode") in modes}
+
+    def mb(p, ph):
+        if p is None or p.get(ph, {}).get("status") != "ok":
+            return None
+        return p[ph].get("mb_s")
+    fs, raw, ub = sweep_pts("ferrofs"), sweep_pts("nand-raw", ("raw-mtd",)), sweep_pts("ubifs")
+    if fs:
+        o.append("### Sequential buffered write and cold read, MB/s (fsync included; cold: after umount + mount)\n")
+        o.append("| Block Size | ferrofs write | nand-raw write | ferrofs % of raw | ubifs write | ferrofs / ubifs | ferrofs read | nand-raw read | ferrofs % of raw | ubifs read (% of raw) |\n|---|---|---|---|---|---|---|---|---|---|")
+        for bs in sorted(fs):
+            w, rw, uw = mb(fs[bs], "write"), mb(raw.get(bs), "write"), mb(ub.get(bs), "write")
+            rd, rr, ur = mb(fs[bs], "read"), mb(raw.get(bs), "read"), mb(ub.get(bs), "read")
+            pw, pr, pu = div(w, rw), div(rd, rr), div(ur, rr)
+            o.append(f"| {size_name(bs)} | {f2(w)} | {f2(rw)} | {pct_s(pw * 100 if pw else None)} | {f2(uw)} | {ratio_s(div(w, uw))} | "
+                     f"{f2(rd)} | {f2(rr)} | {pct_s(pr * 100 if pr else None)} | {f2(ur)} ({pct_s(pu * 100 if pu else None)}) |")
+            if bs >= 64 << 10:
+                add(f"sequential buffered write {size_name(bs)}, % of raw NAND", f2(w) + " MB/s", f2(rw) + " MB/s (nand-raw)", pct_s(pw * 100 if pw else None), ">= 90 %", None if pw is None else pw >= 0.9)
+            r = div(w, uw)
+            add(f"sequential buffered write {size_name(bs)} vs UBIFS", f2(w) + " MB/s", f2(uw) + " MB/s", ratio_s(r), ">= 1.0x", None if r is None else r >= 1.0)
+            if bs >= 64 << 10:
+                add(f"sequential cold read {size_name(bs)}, % of raw NAND", f2(rd) + " MB/s", f2(rr) + " MB/s (nand-raw)", pct_s(pr * 100 if pr else None), ">= 70 %", None if pr is None else pr >= 0.7)
+        o.append("")
+
+    # --- Clean and dirty overwrites against UBIFS and JFFS2.
+    def dirty_pts(label):
+        out = {}
+        for p in (get("dirty", label) or {}).get("points", []):
+            k = (p.get("state"), round(p.get("fill", 0) * 100), p.get("block_size"))
+            out[k] = p["overwrite"].get("mb_s") if p.get("overwrite", {}).get("status") == "ok" else None
+        return out
+    dfs, dub, djf = dirty_pts("ferrofs"), dirty_pts("ubifs"), dirty_pts("jffs2")
+    if dfs:
+        o.append("### Clean and dirty overwrites, MB/s (random overwrites, fsync included)\n")
+        o.append("| State, Block Size | ferrofs | ubifs | ferrofs / ubifs | jffs2 | ferrofs / jffs2 |\n|---|---|---|---|---|---|")
+        for k in sorted(dfs, key=lambda k: (k[1], k[2])):
+            st_name = "clean" if k[0] == "clean" else f"dirty {k[1]} %"
+            v, u, j = dfs[k], dub.get(k), djf.get(k)
+            ru, rj = div(v, u), div(v, j)
+            o.append(f"| {st_name} {size_name(k[2])} | {f2(v)} | {f2(u)} | {ratio_s(ru)} | {f2(j)} | {ratio_s(rj)} |")
+            add(f"overwrite {st_name} {size_name(k[2])} vs UBIFS", f2(v) + " MB/s", f2(u) + " MB/s", ratio_s(ru), ">= 1.0x", None if ru is None else ru >= 1.0)
+            add(f"overwrite {st_name} {size_name(k[2])} vs JFFS2", f2(v) + " MB/s", f2(j) + " MB/s", ratio_s(rj), ">= 3.0x", None if rj is None else rj >= 3.0)
+        o.append("")
+
+    # --- GC fluctuation, buffered and device-bound.
+    def slowest(g):
+        """The tool's slowest_window_pct_of_mean, or the same figure from the windows (runs before it was recorded)."""
+        if not g:
+            return None
+        if g.get("slowest_window_pct_of_mean") is not None:
+            return g["slowest_window_pct_of_mean"]
+        ws, mean, win = g.get("windows") or [], (g.get("total") or {}).get("mb_s"), g.get("window_s") or 0
+        full = [w["mb_s"] for w in ws if w.get("seconds", 0) >= 0.9 * win] or [w["mb_s"] for w in ws]
+        return 100 * min(full) / mean if full and mean else None
+    if any(get("gc", l) or get("gc-fsync", l) for l in labels):
+        o.append("### GC fluctuation: slowest 1 s window as % of the run's mean\n")
+        o.append("Random 64 KiB overwrites on the filesystem `dirty` left filled and fragmented. Buffered: each window ends with fsync "
+                 "(the page cache absorbs repeated overwrites of the same blocks within a window); device-bound (`gc-fsync`): "
+                 "fsync after every write. The slowest window leaves out a last window shorter than 90 % of a second.\n")
+        o.append("| Target | buffered mean MB/s | buffered slowest window | fsync mean MB/s | fsync slowest window | fsync windows |\n|---|---|---|---|---|---|")
+        for l in labels:
+            g, gf = get("gc", l) or {}, get("gc-fsync", l) or {}
+            o.append(f"| {l} | {f2((g.get('total') or {}).get('mb_s'))} | {pct_s(slowest(g))} | "
+                     f"{f2((gf.get('total') or {}).get('mb_s'))} | {pct_s(slowest(gf))} | {len(gf.get('windows', []))} |")
+        o.append("")
+        for exp, what in (("gc", "buffered"), ("gc-fsync", "device-bound")):
+            p = slowest(get(exp, "ferrofs"))
+            mean = ((get(exp, "ferrofs") or {}).get("total") or {}).get("mb_s")
+            add(f"GC slowest 1 s window, {what} ({exp})", pct_s(p), f"mean {f2(mean)} MB/s", pct_s(p), ">= 50 %", None if p is None else p >= 50)
+
+    # --- Concurrency.
+    if any(get("concurrency", l) for l in labels):
+        o.append("### Concurrency: a reader streaming a cached file while another process overwrites a different file\n")
+        o.append("| Target | CPUs | reader idle MB/s | reader loaded MB/s | loaded % of idle | slowest read loaded µs | writer MB/s |\n|---|---|---|---|---|---|---|")
+        for l in labels:
+            c = get("concurrency", l)
+            if not c:
+                o.append(f"| {l} | n/a | n/a | n/a | n/a | n/a | n/a |")
+                continue
+            i, ld = c.get("idle") or {}, c.get("loaded") or {}
+            o.append(f"| {l} | {c.get('cpus')} | {f2(i.get('mb_s'))} | {f2(ld.get('mb_s'))} | {pct_s(c.get('loaded_pct_of_idle'))} | {f2(ld.get('max_read_us'), 0)} | {f2((c.get('writer') or {}).get('mb_s'))} |")
+        o.append("")
+        c = get("concurrency", "ferrofs") or {}
+        p = c.get("loaded_pct_of_idle")
+        add(f"concurrency: reader's throughput while a writer runs ({c.get('cpus', '?')} CPUs)", pct_s(p), f"idle {f2((c.get('idle') or {}).get('mb_s'))} MB/s", pct_s(p), ">= 80 %", None if p is None else p >= 80)
+
+    # --- fio beside the tool.
+    flabels = sorted({k[0] for k in fio}, key=lambda l: (["ferrofs"] + PEERS + ["mtdblock-raw"]).index(l) if l in ["ferrofs"] + PEERS + ["mtdblock-raw"] else 99)
+    if fio:
+        o.append("### fio beside ferrofs-bench, MB/s\n")
+        o.append("The same experiment under both tools on every target: sequential write (fsync at the end, in the timing) and cold read "
+                 "(after umount + mount) per block size, against the tool's `sweep` (buffered; O_DIRECT `raw-block` for mtdblock-raw); "
+                 "4 KiB random overwrites (fsync at the end) of a file written and synced before, against the tool's `dirty` clean 4k point "
+                 "(mtdblock-raw: O_DIRECT, a smaller amount, no tool counterpart). fio: psync engine, MB/s = io_bytes / the job's runtime. "
+                 "ferrofs / peer ratios under each tool (none for mtdblock-raw, the cheap FTL's limit).\n")
+        points = []
+        bss = sorted({int(k[1].split("-")[-1][:-1]) << (20 if k[1].endswith("M") else 10) for k in fio if k[1].startswith("seq-")})
+        for bs in bss:
+            points.append((f"seq write {size_name(bs)}", f"seq-write-{size_name(bs)}", ("sweep", bs, "write")))
+            points.append((f"seq read {size_name(bs)}", f"seq-read-{size_name(bs)}", ("sweep", bs, "read")))
+        points.append(("random overwrite 4k", "rand-write-4k", ("dirty", 4096, None)))
+
+        def tool_val(label, spec):
+            kind, bs, ph = spec
+            if kind == "sweep":
+                modes = ("raw-block",) if label == "mtdblock-raw" else ("buffered",)
+                return mb(sweep_pts(label, modes).get(bs), ph)
+            return dirty_pts(label).get(("clean", 0, bs))
+        o.append("| Point | Target | ferrofs-bench | fio | fio / tool | ferrofs / target (tool) | ferrofs / target (fio) |\n|---|---|---|---|---|---|---|")
+        for name, job, spec in points:
+            fref, tref = fio.get(("ferrofs", job)), tool_val("ferrofs", spec)
+            for l in flabels:
+                fv, tv = fio.get((l, job)), tool_val(l, spec)
+                if fv is None and tv is None:
+                    continue
+                peer = l not in ("ferrofs", "mtdblock-raw")  # mtdblock-raw is a limit, not a peer
+                o.append(f"| {name} | {l} | {f2(tv)} | {f2(fv)} | {ratio_s(div(fv, tv))} | "
+                         f"{ratio_s(div(tref, tv)) if peer else ''} | {ratio_s(div(fref, fv)) if peer else ''} |")
+        o.append("")
+        # The targets that fio can restate: sequential write vs UBIFS; the 4 KiB random overwrite vs UBIFS and JFFS2.
+        for bs in bss:
+            job = f"seq-write-{size_name(bs)}"
+            r = div(fio.get(("ferrofs", job)), fio.get(("ubifs", job)))
+            add(f"fio: sequential write {size_name(bs)} vs UBIFS", f2(fio.get(("ferrofs", job))) + " MB/s", f2(fio.get(("ubifs", job))) + " MB/s", ratio_s(r), ">= 1.0x", None if r is None else r >= 1.0)
+        for peer, tgt in (("ubifs", 1.0), ("jffs2", 3.0)):
+            r = div(fio.get(("ferrofs", "rand-write-4k")), fio.get((peer, "rand-write-4k")))
+            add(f"fio: random overwrite 4k (clean) vs {peer.upper()}", f2(fio.get(("ferrofs", "rand-write-4k"))) + " MB/s", f2(fio.get((peer, "rand-write-4k"))) + " MB/s", ratio_s(r), f">= {tgt:.1f}x", None if r is None else r >= tgt)
+    else:
+        o.append("No fio results (`fio/` is empty: fio was not in the guests' initramfs or did not run; see the status table).\n")
+
+    if checks:
+        met = sum(1 for c in checks if c[5] == "met")
+        nm = sum(1 for c in checks if c[5] != "met" and c[5] != "n/a")
+        head = [f"### Targets: {met} met, {nm} not met, {len(checks) - met - nm} without data\n",
+                "| Figure | ferrofs | reference | ratio / % | target | verdict |\n|---|---|---|---|---|---|"]
+        head += [f"| {a} | {b} | {c} | {d} | {e} | {f} |" for a, b, c, d, e, f in checks]
+        head.append("")
+        o[2:2] = head
+    return o
+
+
 def main():
     args = sys.argv[1:]
     tool = "build/tools/ferrofs-bench"
@@ -99,7 +350,7 @@ def main():
     o.append(f"# ferrofs benchmark rig: {cfg.get('profile', '?')} profile\n")
     o.append(f"Run of {cfg.get('started_utc', '?')} on commit `{cfg.get('commit', '?')[:10]}` ({cfg.get('commit_subject', '')}), "
              f"{cfg.get('kernel_flavour', '?')} kernel {cfg.get('kernel_release', '?')}, QEMU {cfg.get('accel', '?')}, "
-             f"guest {cfg.get('guest_memory_mib', '?')} MiB / {cfg.get('cpus', '?')} CPU(s) (QEMU -smp 2; the test kernel runs one), host load at start {cfg.get('host_load_at_start', '?')}. "
+             f"guest {cfg.get('guest_memory_mib', '?')} MiB / {cfg.get('cpus', '?')} CPU(s) (QEMU -smp 2; the count is what the guest kernel brought up), host load at start {cfg.get('host_load_at_start', '?')}. "
              f"Emulated NAND: nandsim 256 MiB chip, 2 KiB pages, 128 KiB erase blocks, "
              f"filesystems on mtd of {int(cfg.get('mtd_size', '0')) >> 20} MiB; timing on "
              f"(access_delay={cfg.get('access_delay', '?')} µs, programm_delay={cfg.get('programm_delay', '?')} µs, "
@@ -177,6 +428,8 @@ def main():
         if missing:
             o.append(f"\nNo sweep results from: {', '.join(missing)} (see the status table).")
         o.append("")
+
+    o.extend(write_path_figures(res))
 
     # Demote the tool report's title; keep everything else as it is.
     if tool_md:

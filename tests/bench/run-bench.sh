@@ -75,6 +75,15 @@ work="build/bench/$stamp-$profile"
 mkdir -p "$work/disks" "$work/logs" "$out/json"
 # A private copy of the initramfs: other work in this checkout may rebuild the shared one mid-run.
 cp "$INITRD_SRC" "$work/initramfs.cpio.gz"
+# fio for the cross-check, appended as a second archive (qemu/mkinitramfs.sh --fio-overlay): only
+# the bench guests unpack its ~80 MB of libraries. Without it the guests record fio as not run.
+fio_overlay=none
+if qemu/mkinitramfs.sh --fio-overlay "$work/fio-overlay.cpio.gz" >&2; then
+  cat "$work/fio-overlay.cpio.gz" >> "$work/initramfs.cpio.gz"
+  fio_overlay="$(fio --version 2>/dev/null) ($(du -k "$work/fio-overlay.cpio.gz" | cut -f1) kB compressed)"
+else
+  echo "run-bench: no fio overlay (run qemu/install-deps.sh): the fio cross-check will be missing" >&2
+fi
 
 {
   echo "# ferrofs benchmark rig configuration"
@@ -90,6 +99,7 @@ cp "$INITRD_SRC" "$work/initramfs.cpio.gz"
   echo "ferrofs_ko_sha256=$(sha256sum ferrofs.ko | cut -c1-16)"
   echo "ferrofs_bench_version=$("$BENCH_TOOL" --version 2>/dev/null)"
   echo "qemu=$(qemu-system-x86_64 --version | head -n1)"
+  echo "fio=$fio_overlay"
   echo "guest_memory_mib=$MEM"
   echo "guest_kernel_args=$APPEND"
   echo "accel=${FERROFS_ACCEL:-$(cat "$FERROFS_CACHE"/kvm-probe-* 2>/dev/null | head -n1 || echo tcg)}"
@@ -121,6 +131,7 @@ for t in $targets; do
   fi
   [ -d "$x/json" ] && mkdir -p "$out/json/$t" && cp -a "$x/json/." "$out/json/$t/"
   [ -d "$x/counters" ] && mkdir -p "$out/counters" && cp -a "$x/counters/." "$out/counters/"
+  [ -d "$x/fio" ] && mkdir -p "$out/fio/$t" && cp -a "$x/fio/." "$out/fio/$t/"
   [ -f "$x/nand.txt" ] && cp "$x/nand.txt" "$out/json/$t/nand.txt" 2>/dev/null
   gstatus="$(cat "$x/status.txt" 2>/dev/null)"
   # Clock check: the guest's uptime at its last save against the host's stopwatch (which also

@@ -32,6 +32,11 @@ pub enum Cmd {
     Latency(LatencyArgs),
     /// Throughput in short windows over a long overwrite run (GC fluctuation).
     Gc(GcArgs),
+    /// A reader streaming a cached file, idle and while another process overwrites a different file.
+    Concurrency(ConcurrencyArgs),
+    /// Internal: the overwriting process of `concurrency` (started by it, not by hand).
+    #[command(hide = true)]
+    ConcurrencyWriter(WriterArgs),
     /// Create+write+fsync then unlink of many small files.
     Smallfiles(SmallfilesArgs),
     /// mkdir / create / stat / readdir / rename / unlink / rmdir rates.
@@ -218,10 +223,57 @@ pub struct GcArgs {
     /// Do not fsync at the end of each window (then windows measure the page cache, too).
     #[arg(long)]
     pub no_window_fsync: bool,
+    /// Per-write sync: `fsync` (after every write, in the window) or `dsync` (O_DSYNC) make the run
+    /// device-bound (recorded as experiment `gc-fsync` / `gc-dsync`); `none` = buffered writes.
+    #[arg(long, value_enum, default_value = "none")]
+    pub sync: SyncMode,
     #[command(flatten)]
     pub fill_args: FillArgs,
     #[arg(long)]
     pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConcurrencyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    /// Size of the file the reader streams (read once to cache it before measuring).
+    #[arg(long, default_value = "4M", value_parser = parse_nonzero_size)]
+    pub read_size: u64,
+    /// Reader's block size.
+    #[arg(long, default_value = "64k", value_parser = parse_block_size)]
+    pub read_block: u64,
+    /// Length of each measured phase (idle, then with the writer).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Size of the writer's file (a different file).
+    #[arg(long, default_value = "4M", value_parser = parse_nonzero_size)]
+    pub write_size: u64,
+    /// Writer's block size (random block-aligned overwrites).
+    #[arg(long, default_value = "64k", value_parser = parse_block_size)]
+    pub write_block: u64,
+    /// The writer fsyncs after every this many bytes (default: the size of its file; 0 = never),
+    /// so its overwrites reach the device while the reader runs.
+    #[arg(long, value_parser = parse_size)]
+    pub writer_fsync_every: Option<u64>,
+}
+
+/// The writer process of `concurrency`: random overwrites of an existing file for a duration,
+/// then one line `bytes=N seconds=S` on stdout.
+#[derive(Debug, Args)]
+pub struct WriterArgs {
+    pub file: PathBuf,
+    #[arg(long, value_parser = parse_nonzero_size)]
+    pub size: u64,
+    #[arg(long, value_parser = parse_block_size)]
+    pub block: u64,
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Duration,
+    #[arg(long, value_parser = parse_size)]
+    pub fsync_every: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -356,6 +408,13 @@ mod tests {
         assert_eq!(a.window, Duration::from_millis(250));
         assert_eq!(a.fill, 0.8);
         assert!(parse(&["gc", "/mnt", "--window", "0"]).is_err());
+        assert_eq!(a.sync, SyncMode::None);
+        let Cmd::Gc(a) = parse(&["gc", "/mnt", "--sync", "fsync"]).unwrap().cmd else { panic!() };
+        assert_eq!(a.sync, SyncMode::Fsync);
+        let Cmd::Concurrency(a) = parse(&["concurrency", "/mnt"]).unwrap().cmd else { panic!() };
+        assert_eq!((a.read_size, a.read_block, a.write_size, a.write_block, a.writer_fsync_every), (4 << 20, 64 << 10, 4 << 20, 64 << 10, None));
+        assert_eq!(a.duration, Duration::from_secs(5));
+        assert!(parse(&["concurrency", "/mnt", "--read-block", "0"]).is_err());
         let Cmd::Mount(a) = parse(&["mount", "--mount-cmd", "mount /dev/mtdblock0 /mnt", "--umount-cmd", "umount /mnt", "--repeat", "3"]).unwrap().cmd else { panic!() };
         assert_eq!(a.repeat, 3);
         assert!(parse(&["mount"]).is_err(), "--mount-cmd is required");

@@ -98,7 +98,7 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
             if let (Some(s), Some(obj)) = (samples, v.as_object_mut()) {
                 obj.insert("samples_ns".into(), serde_json::to_value(s)?);
             }
-            let rec = ctx.record("latency", &a.dir.display().to_string(), st, p, v);
+            let rec = ctx.record(exp::latency::experiment_name(&a), &a.dir.display().to_string(), st, p, v);
             finish(rec, &a.common).map(Some)
         }
         Cmd::Gc(a) => {
@@ -109,10 +109,26 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
                 "duration_s": a.duration.as_secs_f64(), "window_s": a.window.as_secs_f64(), "max_bytes": a.max_bytes,
                 "block_size": a.block_size, "file_size": a.file_size, "fill": a.fill,
                 "pattern": format!("{:?}", a.pattern).to_lowercase(), "window_fsync": !a.no_window_fsync,
+                "sync": format!("{:?}", a.sync).to_lowercase(),
                 "fill_file_size": a.fill_args.fill_file_size, "delete_fraction": a.fill_args.delete_fraction, "max_fill_bytes": a.fill_args.max_fill_bytes,
             }));
-            let rec = ctx.record("gc", &a.dir.display().to_string(), st, p, serde_json::to_value(res)?);
+            let rec = ctx.record(exp::gc::experiment_name(&a), &a.dir.display().to_string(), st, p, serde_json::to_value(res)?);
             finish(rec, &a.common).map(Some)
+        }
+        Cmd::Concurrency(a) => {
+            let st = started();
+            let mut ctx = Ctx::new(&a.common);
+            let res = exp::concurrency::run(&mut ctx, &a)?;
+            let p = params(serde_json::json!({
+                "read_size": a.read_size, "read_block": a.read_block, "duration_s": a.duration.as_secs_f64(),
+                "write_size": a.write_size, "write_block": a.write_block, "writer_fsync_every": res.writer_fsync_every,
+            }));
+            let rec = ctx.record("concurrency", &a.dir.display().to_string(), st, p, serde_json::to_value(res)?);
+            finish(rec, &a.common).map(Some)
+        }
+        Cmd::ConcurrencyWriter(a) => {
+            exp::concurrency::writer(&a)?;
+            Ok(None)
         }
         Cmd::Smallfiles(a) => {
             let st = started();

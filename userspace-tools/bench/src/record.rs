@@ -192,6 +192,48 @@ pub struct GcResults {
     pub stopped_by: String,
     pub fill: Option<FillReport>,
     pub wa: Option<WaSample>,
+    /// Per-write sync: "none" (buffered; each window ends with fsync unless --no-window-fsync),
+    /// "fsync" (after every write) or "dsync" (O_DSYNC). Absent in older runs: "none".
+    #[serde(default = "sync_none")]
+    pub sync: String,
+    /// The slowest full window's MB/s as a percentage of the run's mean (total bytes / total
+    /// seconds); windows shorter than 90 % of `window_s` (the last one) are left out.
+    #[serde(default)]
+    pub slowest_window_pct_of_mean: Option<f64>,
+}
+
+fn sync_none() -> String {
+    "none".into()
+}
+
+/// A reader phase of `concurrency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReaderPhase {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_s: f64,
+    /// Number of reads and the slowest one, µs.
+    pub reads: u64,
+    pub max_read_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConcurrencyResults {
+    pub read_file_bytes: u64,
+    pub read_block: u64,
+    pub write_file_bytes: u64,
+    pub write_block: u64,
+    pub writer_fsync_every: u64,
+    /// CPUs online in the machine that ran it.
+    pub cpus: u64,
+    /// The reader alone, the file cached.
+    pub idle: Option<ReaderPhase>,
+    /// The reader while the writer process runs.
+    pub loaded: Option<ReaderPhase>,
+    /// loaded MB/s / idle MB/s x 100.
+    pub loaded_pct_of_idle: Option<f64>,
+    /// The writer's own throughput over its whole run (fsyncs included).
+    pub writer: Phase,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Result};
 use crate::exp::median;
-use crate::record::{DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RunRecord, SweepResults};
+use crate::record::{ConcurrencyResults, DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RunRecord, SweepResults};
 use crate::units::fmt_size;
 use crate::wa::WaSample;
 
@@ -108,7 +108,7 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
                 s.push('\n');
             }
         }
-        "latency" => {
+        "latency" | "latency-fsync" | "latency-dsync" => {
             let r: LatencyResults = rec.results_as()?;
             let _ = writeln!(s, "### {l}: write latency, {} B writes, sync {}\n", r.block_size, r.sync);
             let _ = writeln!(s, "| Writes | min µs | median µs | p99 µs | p99.9 µs | max µs |\n|---|---|---|---|---|---|");
@@ -122,11 +122,44 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
             }
             s.push('\n');
         }
-        "gc" => {
+        "gc" | "gc-fsync" | "gc-dsync" => {
             let r: GcResults = rec.results_as()?;
-            let _ = writeln!(s, "### {l}: overwrite throughput in {:.2} s windows ({} blocks)\n", r.window_s, fmt_size(r.block_size));
-            let _ = writeln!(s, "| Windows | Mean MB/s | Min window MB/s | Max window MB/s | CoV |\n|---|---|---|---|---|");
-            let _ = writeln!(s, "| {} | {} | {} | {} | {} |\n", r.windows.len(), fmt_num(r.total.mb_s, 2), fmt_num(r.min_window_mb_s, 2), fmt_num(r.max_window_mb_s, 2), fmt_num(r.cov, 3));
+            let _ = writeln!(s, "### {l}: overwrite throughput in {:.2} s windows ({} blocks, sync {})\n", r.window_s, fmt_size(r.block_size), r.sync);
+            let _ = writeln!(s, "| Windows | Mean MB/s | Min window MB/s | Max window MB/s | Slowest window % of mean | CoV |\n|---|---|---|---|---|---|");
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |\n",
+                r.windows.len(),
+                fmt_num(r.total.mb_s, 2),
+                fmt_num(r.min_window_mb_s, 2),
+                fmt_num(r.max_window_mb_s, 2),
+                fmt_num(r.slowest_window_pct_of_mean, 0),
+                fmt_num(r.cov, 3)
+            );
+        }
+        "concurrency" => {
+            let r: ConcurrencyResults = rec.results_as()?;
+            let _ = writeln!(
+                s,
+                "### {l}: reader of a cached {} file ({} reads), idle and while another process overwrites a {} file ({} blocks, fsync every {}); {} CPU(s)\n",
+                fmt_size(r.read_file_bytes),
+                fmt_size(r.read_block),
+                fmt_size(r.write_file_bytes),
+                fmt_size(r.write_block),
+                fmt_size(r.writer_fsync_every),
+                r.cpus
+            );
+            let _ = writeln!(s, "| Reader idle MB/s | Reader loaded MB/s | Loaded % of idle | Slowest read idle / loaded µs | Writer MB/s |\n|---|---|---|---|---|");
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} / {} | {} |\n",
+                fmt_num(r.idle.as_ref().map(|p| p.mb_s), 2),
+                fmt_num(r.loaded.as_ref().map(|p| p.mb_s), 2),
+                fmt_num(r.loaded_pct_of_idle, 0),
+                fmt_num(r.idle.as_ref().map(|p| p.max_read_us), 0),
+                fmt_num(r.loaded.as_ref().map(|p| p.max_read_us), 0),
+                if r.writer.status == "ok" { fmt_num(r.writer.mb_s, 2) } else { r.writer.status.clone() }
+            );
         }
         "smallfiles" | "meta" => {
             let r: OpsResults = rec.results_as()?;
@@ -214,14 +247,14 @@ pub fn wa_points(rec: &RunRecord) -> Result<Vec<(String, WaSample)>> {
                 }
             }
         }
-        "latency" => {
+        "latency" | "latency-fsync" | "latency-dsync" => {
             if let Some(w) = rec.results_as::<LatencyResults>()?.wa {
-                v.push(("latency".into(), w));
+                v.push((rec.experiment.clone(), w));
             }
         }
-        "gc" => {
+        "gc" | "gc-fsync" | "gc-dsync" => {
             if let Some(w) = rec.results_as::<GcResults>()?.wa {
-                v.push(("gc".into(), w));
+                v.push((rec.experiment.clone(), w));
             }
         }
         "smallfiles" | "meta" => {
@@ -254,7 +287,7 @@ impl ResultSet {
     }
 
     pub fn experiments(&self) -> Vec<String> {
-        let order = ["sweep", "dirty", "latency", "gc", "smallfiles", "meta", "mount", "mount-powercut"];
+        let order = ["sweep", "dirty", "latency", "latency-fsync", "latency-dsync", "gc", "gc-fsync", "gc-dsync", "concurrency", "smallfiles", "meta", "mount", "mount-powercut"];
         let present: BTreeSet<&String> = self.runs.keys().map(|k| &k.0).collect();
         let mut v: Vec<String> = order.iter().filter(|e| present.iter().any(|p| p == e)).map(|e| e.to_string()).collect();
         for p in present {
@@ -399,7 +432,10 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                     p.overwrite.mb_s
                 });
             }
-            "latency" => {
+            "latency" | "latency-fsync" | "latency-dsync" => {
+                if exp != "latency" {
+                    let _ = writeln!(s, "Device-bound variant: every write is followed by its fsync (or opened O_DSYNC), inside the timed region.\n");
+                }
                 let res: BTreeMap<String, LatencyResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
                 let rows: Vec<String> = ["min", "median", "mean", "p99", "p99.9", "max"].iter().map(|x| x.to_string()).collect();
                 metric_table(&mut s, "Latency", &rows, &ls, reference, " µs", 1, |l, row| {
@@ -414,16 +450,35 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                     })
                 });
             }
-            "gc" => {
+            "gc" | "gc-fsync" | "gc-dsync" => {
+                if exp != "gc" {
+                    let _ = writeln!(s, "Device-bound variant: every overwrite is followed by its fsync (or opened O_DSYNC), so the page cache cannot absorb overwrites of the same blocks.\n");
+                }
                 let res: BTreeMap<String, GcResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
-                let rows: Vec<String> = ["mean MB/s", "min window MB/s", "max window MB/s", "CoV"].iter().map(|x| x.to_string()).collect();
+                let rows: Vec<String> = ["mean MB/s", "min window MB/s", "max window MB/s", "slowest window % of mean", "CoV"].iter().map(|x| x.to_string()).collect();
                 metric_table(&mut s, "Metric", &rows, &ls, reference, "", 3, |l, row| {
                     let r = res.get(l)?;
                     match row {
                         "mean MB/s" => r.total.mb_s,
                         "min window MB/s" => r.min_window_mb_s,
                         "max window MB/s" => r.max_window_mb_s,
+                        "slowest window % of mean" => r.slowest_window_pct_of_mean,
                         _ => r.cov,
+                    }
+                });
+            }
+            "concurrency" => {
+                let res: BTreeMap<String, ConcurrencyResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                let _ = writeln!(s, "A reader streams a cached file alone, then while another process overwrites a different file (fsync included); loaded % = the reader's loaded / idle throughput.\n");
+                let rows: Vec<String> = ["reader idle MB/s", "reader loaded MB/s", "loaded % of idle", "writer MB/s", "CPUs"].iter().map(|x| x.to_string()).collect();
+                metric_table(&mut s, "Metric", &rows, &ls, reference, "", 2, |l, row| {
+                    let r = res.get(l)?;
+                    match row {
+                        "reader idle MB/s" => r.idle.as_ref().map(|p| p.mb_s),
+                        "reader loaded MB/s" => r.loaded.as_ref().map(|p| p.mb_s),
+                        "loaded % of idle" => r.loaded_pct_of_idle,
+                        "writer MB/s" => r.writer.mb_s,
+                        _ => Some(r.cpus as f64),
                     }
                 });
             }

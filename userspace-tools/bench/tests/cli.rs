@@ -51,7 +51,12 @@ fn every_experiment_tiny_then_report() {
         run_ok(&[&["dirty", t, "--fill", "50", "--max-fill-bytes", "128k", "--fill-file-size", "16k", "--block-sizes", "4k,16k", "--amount", "64k", "--work-size", "64k"], &cm[..]].concat());
         assert_clean(target.path());
         run_ok(&[&["latency", t, "--count", "500", "--file-size", "64k", "--sync", "fsync"], &cm[..]].concat());
+        run_ok(&[&["latency", t, "--count", "300", "--file-size", "64k"], &cm[..]].concat());
         run_ok(&[&["gc", t, "--duration", "300ms", "--window", "50ms", "--file-size", "256k", "--block-size", "16k"], &cm[..]].concat());
+        run_ok(&[&["gc", t, "--duration", "300ms", "--window", "50ms", "--file-size", "256k", "--block-size", "16k", "--sync", "fsync"], &cm[..]].concat());
+        let c = run_ok(&[&["concurrency", t, "--duration", "300ms", "--read-size", "256k", "--write-size", "256k", "--write-block", "16k"], &cm[..]].concat());
+        assert!(c.contains("of idle"), "{c}");
+        assert_clean(target.path());
         run_ok(&[&["smallfiles", t, "--count", "20", "--per-dir", "8"], &cm[..]].concat());
         run_ok(&[&["meta", t, "--dirs", "2", "--files-per-dir", "5"], &cm[..]].concat());
         assert_clean(target.path());
@@ -92,6 +97,11 @@ fn every_experiment_tiny_then_report() {
     }
 
     let l = json(&out.path().join("ferrofs-latency.json"));
+    assert_eq!(l["results"]["sync"], "none");
+    assert_eq!(l["results"]["summary"]["count"], 300);
+    let l = json(&out.path().join("ferrofs-latency-fsync.json"));
+    assert_eq!(l["experiment"], "latency-fsync", "the device-bound variant sits beside the buffered run");
+    assert_eq!(l["results"]["sync"], "fsync");
     let s = &l["results"]["summary"];
     assert_eq!(s["count"], 500);
     assert!(s["min_us"].as_f64().unwrap() <= s["median_us"].as_f64().unwrap());
@@ -106,6 +116,23 @@ fn every_experiment_tiny_then_report() {
     assert_eq!(g["results"]["stopped_by"], "duration");
     let sum: u64 = w.iter().map(|x| x["bytes"].as_u64().unwrap()).sum();
     assert_eq!(sum, g["results"]["total"]["bytes"].as_u64().unwrap());
+    assert_eq!(g["results"]["sync"], "none");
+    let pct = g["results"]["slowest_window_pct_of_mean"].as_f64().unwrap();
+    let (min, mean) = (g["results"]["min_window_mb_s"].as_f64().unwrap(), g["results"]["total"]["mb_s"].as_f64().unwrap());
+    assert!(pct > 0.0 && pct >= 100.0 * min / mean - 1e-9, "{pct} vs min {min} mean {mean}");
+    let gf = json(&out.path().join("ferrofs-gc-fsync.json"));
+    assert_eq!(gf["experiment"], "gc-fsync");
+    assert_eq!(gf["results"]["sync"], "fsync");
+    assert!(gf["results"]["total"]["bytes"].as_u64().unwrap() > 0);
+
+    let cc = json(&out.path().join("ferrofs-concurrency.json"));
+    let r = &cc["results"];
+    let (idle, loaded) = (r["idle"]["mb_s"].as_f64().unwrap(), r["loaded"]["mb_s"].as_f64().unwrap());
+    assert!(idle > 0.0 && loaded > 0.0, "{r}");
+    assert!((r["loaded_pct_of_idle"].as_f64().unwrap() - 100.0 * loaded / idle).abs() < 1e-6);
+    assert_eq!(r["writer"]["status"], "ok", "{r}");
+    assert!(r["writer"]["bytes"].as_u64().unwrap() >= 16 * 1024, "the writer process wrote");
+    assert!(r["cpus"].as_u64().unwrap() >= 1);
 
     let sf = json(&out.path().join("ferrofs-smallfiles.json"));
     let ops: Vec<&str> = sf["results"]["ops"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap()).collect();
@@ -129,7 +156,7 @@ fn every_experiment_tiny_then_report() {
     let text = run_ok(&["report", o, "--out", rep.to_str().unwrap()]);
     assert!(text.contains("ferrofs / jffs2"), "{text}");
     let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
-    for section in ["## sweep", "## dirty", "## latency", "## gc", "## smallfiles", "## meta", "## mount", "## write amplification"] {
+    for section in ["## sweep", "## dirty", "## latency", "## latency-fsync", "## gc", "## gc-fsync", "## concurrency", "slowest window % of mean", "loaded % of idle", "## smallfiles", "## meta", "## mount", "## write amplification"] {
         assert!(md.contains(section), "missing {section}");
     }
     for svg in ["sweep-buffered.svg", "dirty.svg", "latency-histogram.svg", "gc-scatter.svg"] {

@@ -3,12 +3,32 @@
 use std::time::Instant;
 
 use crate::buf::{DataBuf, Progress};
-use crate::cli::GcArgs;
+use crate::cli::{GcArgs, SyncMode};
 use crate::error::{Context, Result};
 use crate::exp::fill::Filler;
 use crate::exp::{cleanup, open_rw, work_dir, write_file, Ctx, Overwriter};
 use crate::record::{GcResults, GcWindow, Phase};
 use crate::stats::mb_per_s;
+
+/// `gc` for buffered writes, `gc-fsync` / `gc-dsync` for the device-bound variants.
+pub fn experiment_name(a: &GcArgs) -> &'static str {
+    match a.sync {
+        SyncMode::None => "gc",
+        SyncMode::Fsync => "gc-fsync",
+        SyncMode::Dsync => "gc-dsync",
+    }
+}
+
+/// The slowest window's rate as a percentage of `mean_mb_s`, over windows of at least 90 % of
+/// `window_s` (a short last window is noise); all windows if none is that long.
+pub fn slowest_pct_of_mean(windows: &[GcWindow], window_s: f64, mean_mb_s: f64) -> Option<f64> {
+    if mean_mb_s <= 0.0 || !mean_mb_s.is_finite() {
+        return None;
+    }
+    let full = windows.iter().filter(|w| w.seconds >= 0.9 * window_s).map(|w| w.mb_s).reduce(f64::min);
+    let min = full.or_else(|| windows.iter().map(|w| w.mb_s).reduce(f64::min))?;
+    Some(100.0 * min / mean_mb_s)
+}
 
 pub fn run(ctx: &mut Ctx, a: &GcArgs) -> Result<GcResults> {
     let w = work_dir(&a.dir, ".ferrofs-bench-gc")?;
@@ -45,7 +65,9 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
     } else {
         None
     };
-    let mut ow = Overwriter::new(open_rw(&path, 0)?, file_size, a.block_size, a.pattern, ctx.seed, buf);
+    let flags = if a.sync == SyncMode::Dsync { libc::O_DSYNC } else { 0 };
+    let fsync_each = a.sync == SyncMode::Fsync;
+    let mut ow = Overwriter::new(open_rw(&path, flags)?, file_size, a.block_size, a.pattern, ctx.seed, buf);
     let bs = a.block_size;
     let window = a.window.min(a.duration);
     let fsync_window = !a.no_window_fsync;
@@ -61,7 +83,7 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
     let mut err = None;
     let mut shown = 0u64;
     loop {
-        if let Err(e) = ow.write_one() {
+        if let Err(e) = ow.write_one().and_then(|()| if fsync_each { ow.file.sync_data() } else { Ok(()) }) {
             err = Some(e);
             break;
         }
@@ -109,9 +131,16 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
         }
     };
     let rates: Vec<f64> = windows.iter().map(|w| w.mb_s).collect();
+    let window_s = window.as_secs_f64();
+    let slowest = slowest_pct_of_mean(&windows, window_s, total_phase.mb_s.unwrap_or(mb_per_s(total, secs)));
+    let sync = match a.sync {
+        SyncMode::None => "none",
+        SyncMode::Fsync => "fsync",
+        SyncMode::Dsync => "dsync",
+    };
     let res = GcResults {
         block_size: bs,
-        window_s: window.as_secs_f64(),
+        window_s,
         min_window_mb_s: rates.iter().copied().reduce(f64::min),
         max_window_mb_s: rates.iter().copied().reduce(f64::max),
         cov: cov(&rates),
@@ -120,14 +149,18 @@ fn run_in(ctx: &mut Ctx, a: &GcArgs, w: &std::path::Path) -> Result<GcResults> {
         stopped_by: stopped_by.into(),
         fill,
         wa,
+        sync: sync.into(),
+        slowest_window_pct_of_mean: slowest,
     };
     say!(
-        "gc: {} windows of {:.2} s, mean {:.2} MB/s, min {:.2}, max {:.2}, CoV {}",
+        "gc (sync {}): {} windows of {:.2} s, mean {:.2} MB/s, min {:.2}, max {:.2}, slowest window {} of the mean, CoV {}",
+        res.sync,
         res.windows.len(),
         res.window_s,
         res.total.mb_s.unwrap_or(mb_per_s(total, secs)),
         res.min_window_mb_s.unwrap_or(0.0),
         res.max_window_mb_s.unwrap_or(0.0),
+        res.slowest_window_pct_of_mean.map(|p| format!("{p:.0} %")).unwrap_or_else(|| "n/a".into()),
         res.cov.map(|c| format!("{c:.3}")).unwrap_or_else(|| "n/a".into())
     );
     Ok(res)
@@ -144,5 +177,15 @@ mod tests {
         assert_eq!(cov(&[2.0, 2.0]), Some(0.0));
         assert!((cov(&[1.0, 3.0]).unwrap() - 0.5).abs() < 1e-12);
         assert_eq!(cov(&[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn slowest_window_leaves_out_a_short_last_window() {
+        let w = |seconds: f64, mb_s: f64| GcWindow { t_s: 0.0, seconds, bytes: 0, mb_s };
+        let ws = [w(1.0, 4.0), w(1.02, 2.0), w(0.1, 0.5)];
+        assert_eq!(slowest_pct_of_mean(&ws, 1.0, 4.0), Some(50.0));
+        assert_eq!(slowest_pct_of_mean(&[w(0.2, 1.0)], 1.0, 2.0), Some(50.0), "no full window: all count");
+        assert_eq!(slowest_pct_of_mean(&ws, 1.0, 0.0), None);
+        assert_eq!(slowest_pct_of_mean(&[], 1.0, 1.0), None);
     }
 }

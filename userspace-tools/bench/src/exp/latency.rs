@@ -9,6 +9,16 @@ use crate::exp::{cleanup, open_rw, work_dir, write_file, Ctx, Overwriter};
 use crate::record::{LatencyResults, Phase};
 use crate::stats::{log2_histogram, summarize_ns};
 
+/// `latency` for buffered writes (`--sync none`), `latency-fsync` / `latency-dsync` for the
+/// device-bound variants, so that both sit side by side in one results folder.
+pub fn experiment_name(a: &LatencyArgs) -> &'static str {
+    match a.sync {
+        SyncMode::None => "latency",
+        SyncMode::Fsync => "latency-fsync",
+        SyncMode::Dsync => "latency-dsync",
+    }
+}
+
 pub fn run(ctx: &mut Ctx, a: &LatencyArgs) -> Result<(LatencyResults, Option<Vec<u64>>)> {
     let w = work_dir(&a.dir, ".ferrofs-bench-latency")?;
     let r = run_in(ctx, a, &w);

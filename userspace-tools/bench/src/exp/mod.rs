@@ -1,5 +1,6 @@
 //! The experiments. Each returns its typed results; `run` wraps them in a [`RunRecord`].
 
+pub mod concurrency;
 pub mod dirty;
 pub mod fill;
 pub mod gc;
