@@ -1691,6 +1691,34 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
+    /// End of a mutating operation: an error returned after the operation's first append
+    /// (once the log moved past `log.op_mark`, set by `begin_mutation` when the checks passed)
+    /// may leave the RAM index or an open atomic group half done, and the next operation's
+    /// records would close that group. Stop writing (fail-stop, see [`Engine::failure`]):
+    /// nothing more reaches the medium, and the next mount drops the incomplete group.
+    /// Errors before the first append (checks, lookups, a full filesystem) leave everything
+    /// as it was and the engine writable.
+    pub(crate) fn end_op<T>(&mut self, r: Result<T>) -> Result<T> {
+        let mark = core::mem::replace(&mut self.log.op_mark, u64::MAX);
+        if let Err(e) = &r {
+            if mark != u64::MAX && self.log.next_seq != mark && !self.opts.read_only {
+                self.log.stop(*e);
+            }
+        }
+        r
+    }
+
+    /// Why the engine stopped writing (fail-stop), for the one message the caller prints:
+    /// the error of the operation that failed half way (`NoMem`, `Corrupt` from an unreadable
+    /// index node, ...) or the I/O error of the medium (`Io`, `PowerCut`). `None` while the
+    /// engine writes (and on a read-only mount that never wrote).
+    pub fn failure(&self) -> Option<Error> {
+        if !self.log.failed || self.opts.read_only {
+            return None;
+        }
+        Some(self.log.fail_cause.unwrap_or(Error::Io))
+    }
+
     /// Whether the engine stopped accepting writes after an I/O failure.
     pub fn is_failed(&self) -> bool {
         self.log.failed && !self.opts.read_only

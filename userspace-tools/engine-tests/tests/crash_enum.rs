@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Error, MountOptions, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine::{CreateArgs, Engine, Error, FlashError, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine_tests::failalloc::{self, FailFs};
 use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
 use ferrofs_engine_tests::*;
 
@@ -273,20 +274,20 @@ fn workload(w: u64) -> Vec<Op> {
     ops
 }
 
-fn resolve(fs: &mut Fs, path: &str) -> Result<(u64, String), Error> {
+fn resolve<P: Platform>(fs: &mut Engine<P, RamFlash>, path: &str) -> Result<(u64, String), Error> {
     match path.split_once('/') {
         Some((d, n)) => Ok((fs.lookup(ROOT_INO, d.as_bytes())?.ino, n.to_string())),
         None => Ok((ROOT_INO, path.to_string())),
     }
 }
 
-fn look(fs: &mut Fs, p: &str) -> Result<u64, Error> {
+fn look<P: Platform>(fs: &mut Engine<P, RamFlash>, p: &str) -> Result<u64, Error> {
     let (d, n) = resolve(fs, p)?;
     Ok(fs.lookup(d, n.as_bytes())?.ino)
 }
 
 /// Run one operation; `open` is the inode of the unlinked-but-open file.
-fn run_op(fs: &mut Fs, op: &Op, open: &mut Option<u64>, t: i64) -> Result<(), Error> {
+fn run_op<P: Platform>(fs: &mut Engine<P, RamFlash>, op: &Op, open: &mut Option<u64>, t: i64) -> Result<(), Error> {
     let now = ts(t);
     match op {
         Op::Create(p) => {
@@ -556,4 +557,182 @@ fn workloads_are_distinct_and_cover_every_operation() {
         assert!(n >= 3, "{kind} appears in only {n} workloads");
     }
     assert!(all.iter().all(|w| w.contains("Fsync") || w.contains("Sync")), "a workload without fsync/sync");
+}
+
+/// What a failure-injection run injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inject {
+    /// The n-th allocation fails with NoMem.
+    Alloc,
+    /// The n-th growth of any vector (within its capacity or not) fails with NoMem.
+    Growth,
+    /// The n-th read reports an uncorrectable page.
+    ReadUncorrectable,
+    /// The n-th read fails with an I/O error.
+    ReadIo,
+}
+
+/// Whether a `run_op` of this kind is several engine calls (a rename or unlink followed by the
+/// eviction of the inode it dropped), so that an error in the later call leaves the earlier
+/// one done.
+fn composite(op: &Op) -> bool {
+    matches!(op, Op::Rename(..) | Op::Unlink(_) | Op::Rmdir(_) | Op::Close)
+}
+
+/// Run the workload on the failing platform with failure `n` of kind `inj` planned. Returns
+/// None when the failure never happened (n is past the workload's last allocation or read).
+fn check_injection(tpl: &RamFlash, ops: &[Op], states: &[State], inj: Inject, n: u64) -> Option<Result<(), String>> {
+    let mut fs = FailFs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+    failalloc::any_growth(inj == Inject::Growth);
+    match inj {
+        Inject::Alloc | Inject::Growth => failalloc::arm(Some(n)),
+        Inject::ReadUncorrectable | Inject::ReadIo => {
+            fs.flash().fail_read_in = Some(n);
+            fs.flash().read_failed = false;
+            fs.flash().read_error = if inj == Inject::ReadIo { FlashError::Io } else { FlashError::Uncorrectable };
+        }
+    }
+    let fired = |fs: &mut FailFs| match inj {
+        Inject::Alloc | Inject::Growth => failalloc::fired(),
+        _ => fs.flash().read_failed,
+    };
+    let mut open = None;
+    let mut failed_at = None;
+    for (i, op) in ops.iter().enumerate() {
+        if let Err(e) = run_op(&mut fs, op, &mut open, 10 + i as i64) {
+            failed_at = Some((i, e));
+            break;
+        }
+    }
+    let was_fired = fired(&mut fs);
+    failalloc::arm(None);
+    failalloc::any_growth(false);
+    fs.flash().fail_read_in = None;
+    if !was_fired {
+        return None;
+    }
+    let res = (|| -> Result<(), String> {
+        match failed_at {
+            None => {
+                // the failure was absorbed (e.g. by the GC): the run completed
+                let got = read_state(&mut fs);
+                if got != *states.last().unwrap() {
+                    return Err(format!("no operation failed, but the state differs: {:?}", diff(states.last().unwrap(), &got)));
+                }
+                let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
+                let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("remount: {e:?}"))?;
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("fsck: {r:?}"));
+                }
+                let got = read_state(&mut fs);
+                if got != *states.last().unwrap() {
+                    return Err(format!("after remount: {:?}", diff(states.last().unwrap(), &got)));
+                }
+                Ok(())
+            }
+            Some((k, e)) => {
+                let op = &ops[k];
+                if fs.is_failed() {
+                    // fail-stopped: nothing more is written; the medium holds what a crash
+                    // at this point leaves
+                    if fs.failure().is_none() {
+                        return Err("fail-stopped without a cause".into());
+                    }
+                    match fs.create(ROOT_INO, b"after-stop", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(99)) {
+                        Err(Error::ReadOnly) => {}
+                        r => return Err(format!("a mutation after fail-stop returned {r:?}")),
+                    }
+                    let mut f = fs.into_flash();
+                    f.power_on();
+                    let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("op {k} {op:?} failed with {e:?}, fail-stop; remount: {e:?}"))?;
+                    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                    if r.problems != 0 {
+                        return Err(format!("op {k} {op:?} failed with {e:?}, fail-stop; fsck after remount: {r:?}"));
+                    }
+                    let got = read_state(&mut fs);
+                    return verify(states, ops, k, &got).map_err(|m| format!("op {k} {op:?} failed with {e:?}, fail-stop; after remount: {m}"));
+                }
+                // still writable: the operation changed nothing (or, for a composite one, did
+                // its first engine call only)
+                let got = read_state(&mut fs);
+                let ok = got == states[k] || (composite(op) && got == states[k + 1]);
+                if !ok {
+                    return Err(format!("op {k} {op:?} failed with {e:?}, the engine still writes, but the state changed: {:?}", diff(&states[k], &got)));
+                }
+                let f = fs.unmount().map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; unmount: {e2:?}"))?;
+                let mut fs = Fs::mount(f, opts()).map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; remount: {e2:?}"))?;
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("op {k} {op:?} failed with {e:?}; fsck after remount: {r:?}"));
+                }
+                let after = read_state(&mut fs);
+                if after != got {
+                    return Err(format!("op {k} {op:?} failed with {e:?}; the remount differs: {:?}", diff(&got, &after)));
+                }
+                Ok(())
+            }
+        }
+    })();
+    Some(res)
+}
+
+fn enumerate_injections(full: bool) {
+    let stride: u64 = std::env::var("FERROFS_FAIL_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(5).max(1);
+    let tpl = template();
+    let base = {
+        let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        read_state(&mut fs)
+    };
+    let mut checked = BTreeMap::new();
+    let mut failures = Vec::new();
+    for w in 0..WORKLOADS {
+        let ops = workload(w);
+        let mut m = Model::default();
+        for (k, v) in &base {
+            m.next += 1;
+            m.files.insert(m.next, (v.clone(), None));
+            m.paths.insert(k.clone(), m.next);
+        }
+        let mut states = vec![m.state()];
+        for o in &ops {
+            m.apply(o);
+            states.push(m.state());
+        }
+        for inj in [Inject::Alloc, Inject::Growth, Inject::ReadUncorrectable, Inject::ReadIo] {
+            let mut n = if full { 0 } else { (w * 3 + inj as u64) % stride };
+            loop {
+                match check_injection(&tpl, &ops, &states, inj, n) {
+                    None => break,
+                    Some(r) => {
+                        *checked.entry(format!("{inj:?}")).or_insert(0u64) += 1;
+                        if let Err(e) = r {
+                            failures.push(format!("workload {w} {inj:?} #{n}: {e}\n  ops: {ops:?}"));
+                        }
+                    }
+                }
+                n += if full { 1 } else { stride };
+            }
+        }
+    }
+    let total: u64 = checked.values().sum();
+    println!("failure injection: {WORKLOADS} workloads, {total} points checked ({checked:?}), {} failures", failures.len());
+    eprintln!("failure injection: {WORKLOADS} workloads, {total} points checked ({checked:?}), {} failures", failures.len());
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(total > 1000, "too few injection points: {total}");
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// Every allocation (failing platform) and every read (uncorrectable, then I/O error) of
+/// every workload, in turn, fails once: the operation returns an error and leaves the engine
+/// either unchanged and writable or fail-stopped (read-only, with a cause); a remount (after
+/// a clean unmount, or as after a crash) passes fsck and shows an acceptable state.
+/// `cargo test` takes every `FERROFS_FAIL_STRIDE`-th point (default 5);
+/// `FERROFS_FAIL_FULL=1` takes all.
+#[test]
+fn failure_injection_every_allocation_and_read() {
+    let full = std::env::var_os("FERROFS_FAIL_FULL").is_some();
+    enumerate_injections(full);
 }
