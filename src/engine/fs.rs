@@ -640,8 +640,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// programmed again), checkpoint so the next mount starts here.
     fn finish_mount(&mut self) -> Result<()> {
         self.tree.set_replay(false);
+        let all_heads = (2 * NUM_HEADS as u32).saturating_add(self.segtab_segments());
+        if self.log.free_count() < all_heads && self.pending_free() > 0 {
+            // Short of free segments (a crash on a full device): a checkpoint first (it opens
+            // the metadata head only) turns the segments whose records all died into free ones.
+            self.checkpoint()?;
+        }
         self.reclaim_orphans()?;
-        self.log.open_heads()?;
+        if self.log.free_count() >= all_heads {
+            self.log.open_heads()?;
+        }
+        // otherwise the data heads open on their first record (not chained: the next fsync
+        // checkpoints), and torn tails are never programmed again either way
         self.checkpoint()
     }
 
@@ -1434,6 +1444,25 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Whether the dirty index or the log since the last checkpoint grew past its bound.
     pub(crate) fn should_checkpoint(&self) -> bool {
         self.tree.needs_commit() || self.log.since_checkpoint >= self.opts.checkpoint_log_bytes.max(1)
+    }
+
+    /// Free segments a mount needs before it can free any: a new segment for the metadata
+    /// head with its reserved successor, and the segment table and index nodes of the mount's
+    /// checkpoint (pending segments become free only once that checkpoint is written). The
+    /// data heads open at the mount only when there is room for them too (`finish_mount`),
+    /// otherwise on their first record. Every operation keeps at least this many segments free
+    /// or reserved as a head's successor (a mount returns those to the pool), deletions
+    /// included: see `mount_floor`.
+    pub fn mount_need(&self) -> u32 {
+        2u32.saturating_add(self.segtab_segments()).saturating_add(1)
+    }
+
+    /// The free segments to keep before an operation so that a mount after a crash finds
+    /// `mount_need`: the segments reserved as heads' successors go back to the pool at mount,
+    /// and the operation's own records may open one segment (taking a free one as successor).
+    pub(crate) fn mount_floor(&self) -> u32 {
+        let reserved = self.log.segs.as_slice().iter().filter(|s| s.state == segstate::RESERVED).fold(0u32, |a, _| a.saturating_add(1));
+        self.mount_need().saturating_add(1).saturating_sub(reserved)
     }
 
     /// Free segments below which a checkpoint must be taken now: what a checkpoint itself

@@ -101,7 +101,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         self.maybe_commit()?;
-        let need = min_free.saturating_add(self.segtab_segments());
+        // never below what the next mount needs (deletions run down to this floor)
+        let need = min_free.saturating_add(self.segtab_segments()).max(self.mount_floor());
         self.ensure_space(need)?;
         // from here on the operation's own records follow: see `end_op`
         self.log.op_mark = self.log.next_seq;
