@@ -131,6 +131,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Create a new, empty filesystem on `flash` (mkfs). Returns the flash.
     pub fn format(mut flash: F, fo: &FormatOptions, now: Timespec) -> core::result::Result<F, (Error, F)> {
         let geo = flash.geometry();
+        if geo.kind == FlashKind::MlcNand {
+            // paired pages are not handled (see `FlashKind::MlcNand`)
+            return Err((Error::NotSupported, flash));
+        }
         let wu = geo.write_unit;
         if wu == 0
             || !geo.segment_size.is_multiple_of(wu)
@@ -188,6 +192,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 FlashKind::Nand => 0,
                 FlashKind::Nor => 1,
                 FlashKind::Block => 2,
+                FlashKind::MlcNand => return Err((Error::NotSupported, flash)),
             },
             segment_size: geo.segment_size,
             segment_count: geo.segment_count,
@@ -276,6 +281,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
     pub fn mount(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
         let geo = flash.geometry();
+        if geo.kind == FlashKind::MlcNand {
+            // paired pages are not handled (see `FlashKind::MlcNand`): refused, read-only too
+            // (a read-only mount of an MLC part is safe, but a later remount,rw would not be)
+            return Err((Error::NotSupported, flash));
+        }
         let mut log: Log<P, F> = Log::new(flash, P::Vec::new(), 0);
         // superblock
         let mut sb = None;

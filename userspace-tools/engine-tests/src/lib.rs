@@ -78,6 +78,11 @@ impl RamFlash {
         }
     }
 
+    /// Present the same contents as another kind of medium (e.g. MLC NAND).
+    pub fn set_kind(&mut self, kind: FlashKind) {
+        self.geo.kind = kind;
+    }
+
     /// Mark a segment bad (factory bad block).
     pub fn set_bad(&mut self, seg: u32) {
         self.bad[seg as usize] = true;
@@ -170,7 +175,7 @@ impl Flash for RamFlash {
         if offset < self.wp[seg as usize] {
             return Err(FlashError::InvalidRequest);
         }
-        if self.geo.kind == FlashKind::Nand && self.data[r.clone()].iter().any(|&b| b != 0xFF) {
+        if matches!(self.geo.kind, FlashKind::Nand | FlashKind::MlcNand) && self.data[r.clone()].iter().any(|&b| b != 0xFF) {
             return Err(FlashError::InvalidRequest);
         }
         let cut = self.tick()?;
@@ -209,7 +214,7 @@ impl Flash for RamFlash {
             self.data[r.start..half].fill(0xFF);
             return Err(FlashError::PowerCut);
         }
-        if self.geo.kind == FlashKind::Nand {
+        if matches!(self.geo.kind, FlashKind::Nand | FlashKind::MlcNand) {
             self.data[r].fill(0xFF);
         }
         self.wp[seg as usize] = 0;
