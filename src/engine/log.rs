@@ -18,6 +18,11 @@ pub const SEG_RETIRE: u8 = 2;
 /// picks it (moving it fails every time); with `SEG_RETIRE` it becomes bad once nothing in it is
 /// live, never to be programmed again.
 pub const SEG_STUCK: u8 = 4;
+/// Segment flag (RAM only, never written to the table): the segment was already dead (full,
+/// nothing live) when the last checkpoint was written, so no record of that checkpoint or of
+/// the one before it lies in it: the next checkpoint frees it. A segment that dies later
+/// waits one checkpoint more, so that the previous checkpoint stays readable as a fallback.
+pub const SEG_DEAD_CP: u8 = 8;
 
 /// Fault counters since the mount (RAM only, not persisted): what the medium reported and
 /// what the engine did about it. Published in the kernel's debugfs statistics.
