@@ -21,6 +21,12 @@ pub enum FlashKind {
     Nor,
     /// A block device with an FTL: aligned whole-unit sequential writes, discard instead of erase.
     Block,
+    /// MLC (or TLC) NAND: cells hold several bits, and the pages sharing a cell are programmed
+    /// separately ("paired pages"). A power cut while programming an upper page can destroy
+    /// its already-written lower page, which may hold data fsync made durable. The engine does
+    /// not handle pairing yet: `format` and `mount` refuse this kind with
+    /// `Error::NotSupported` (use the part in an SLC mode, or a pSLC partition, as NAND).
+    MlcNand,
 }
 
 /// The medium's geometry, fixed for the life of a mounted filesystem.

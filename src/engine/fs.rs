@@ -12,7 +12,7 @@ use crate::engine::format::{
     SB_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, Scan, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::log::{Log, Scan, SEG_DEAD_CP, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -123,6 +123,24 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) icache_misses: u64,
     /// Inode records written since the mount (measurements).
     pub(crate) inode_records: u64,
+    /// The last mount could not load the newest checkpoint and used an older one.
+    fallback: Option<CpFallback>,
+    /// Roll-forward from an older checkpoint: every gap ends it (see `load_checkpoint`).
+    replay_fallback: bool,
+}
+
+/// The mount could not load the newest checkpoint (a bad page in its blob, its segment table,
+/// its index root, or a read error in its roll-forward) and mounted an older one: what was
+/// written after the newer checkpoint is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpFallback {
+    /// Sequence number of the newest checkpoint found (not loadable), 0 when its header
+    /// itself could not be read.
+    pub newest: u64,
+    /// Sequence number of the checkpoint mounted.
+    pub used: u64,
+    /// Records after the gap that ended the roll-forward (dropped).
+    pub dropped: u64,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -139,6 +157,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Create a new, empty filesystem on `flash` (mkfs). Returns the flash.
     pub fn format(mut flash: F, fo: &FormatOptions, now: Timespec) -> core::result::Result<F, (Error, F)> {
         let geo = flash.geometry();
+        if geo.kind == FlashKind::MlcNand {
+            // paired pages are not handled (see `FlashKind::MlcNand`)
+            return Err((Error::NotSupported, flash));
+        }
         let wu = geo.write_unit;
         if wu == 0
             || !geo.segment_size.is_multiple_of(wu)
@@ -196,6 +218,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 FlashKind::Nand => 0,
                 FlashKind::Nor => 1,
                 FlashKind::Block => 2,
+                FlashKind::MlcNand => return Err((Error::NotSupported, flash)),
             },
             segment_size: geo.segment_size,
             segment_count: geo.segment_count,
@@ -243,6 +266,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             icache_hits: 0,
             icache_misses: 0,
             inode_records: 0,
+            fallback: None,
+            replay_fallback: false,
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -289,6 +314,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
     pub fn mount(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
         let geo = flash.geometry();
+        if geo.kind == FlashKind::MlcNand {
+            // paired pages are not handled (see `FlashKind::MlcNand`): refused, read-only too
+            // (a read-only mount of an MLC part is safe, but a later remount,rw would not be)
+            return Err((Error::NotSupported, flash));
+        }
         let mut log: Log<P, F> = Log::new(flash, P::Vec::new(), 0);
         // superblock
         let mut sb = None;
@@ -357,6 +387,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             icache_hits: 0,
             icache_misses: 0,
             inode_records: 0,
+            fallback: None,
+            replay_fallback: false,
         };
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
@@ -467,23 +499,41 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // One pass over the slots collects the candidate headers; the newest are then
         // validated, each once (not one pass over every slot per candidate).
         let mut cands: P::Vec<(u64, u8, u32)> = P::Vec::new();
+        // per area, the last slot that was written but holds no readable header (a torn or
+        // damaged checkpoint): a valid checkpoint before it is not the newest one
+        let mut last_bad: [Option<u32>; 2] = [None, None];
         for a in 0..2u8 {
             for s in 0..slots {
                 let hb = blob.as_mut_slice().get_mut(..CP_HDR_SIZE).ok_or(Error::Corrupt)?;
                 if self.cp_read(usize::from(a), u64::from(s) * slot_size, hb).is_err() {
+                    if let Some(x) = last_bad.get_mut(usize::from(a)) {
+                        *x = Some(s);
+                    }
                     continue;
                 }
-                if let Ok((h, _)) = CpHeader::decode(&mut Reader::new(hb)) {
-                    if h.serial == self.sb.serial {
-                        cands.try_push((h.seq, a, s))?;
+                let erased = hb.iter().all(|&b| b == 0xFF);
+                match CpHeader::decode(&mut Reader::new(hb)) {
+                    Ok((h, _)) if h.serial == self.sb.serial => cands.try_push((h.seq, a, s))?,
+                    _ if !erased => {
+                        if let Some(x) = last_bad.get_mut(usize::from(a)) {
+                            *x = Some(s);
+                        }
                     }
+                    _ => {}
                 }
             }
         }
         // newest first, at most CP_TRIES of them (no sort: it could panic on a bad order)
         const CP_TRIES: u32 = 16;
-        let mut found = None;
         let mut below = u64::MAX;
+        // The newest valid checkpoint whose segment table, index root and log after it read
+        // back; when one does not (a bad page in its metadata), the one before it: its
+        // segments are kept until the next checkpoint is written (see SEG_DEAD_CP), and the
+        // roll-forward from it stops at the first missing record (at the latest the newer
+        // checkpoint's own number), so at most what came after the newer one is lost.
+        let mut newest: Option<u64> = None;
+        let mut loaded = false;
+        let mut last_err = Error::Corrupt;
         for _ in 0..CP_TRIES {
             let mut best: Option<(u64, u8, u32)> = None;
             for &c in cands.as_slice() {
@@ -493,19 +543,80 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             let Some((seq, a, s)) = best else { break };
             below = seq;
+            if newest.is_none() {
+                newest = Some(seq);
+            }
             if self.cp_read(usize::from(a), u64::from(s) * slot_size, blob.as_mut_slice()).is_err() {
                 continue;
             }
-            if let Ok(h) = self.validate_cp(blob.as_slice()) {
-                found = Some((h, usize::from(a), s));
-                break;
+            let h = match self.validate_cp(blob.as_slice()) {
+                Ok(h) => h,
+                Err(_) => continue,
+            };
+            // a written but unreadable slot after this one in its area, or in the other area
+            // when that holds no valid checkpoint at all (it was erased for a newer one)
+            let other = 1 - usize::from(a).min(1);
+            let other_valid = cands.as_slice().iter().any(|c| usize::from(c.1) == other);
+            let later_bad = last_bad.get(usize::from(a)).copied().flatten().is_some_and(|b| b > s)
+                || (!other_valid && last_bad.get(other).copied().flatten().is_some());
+            let fallback = newest != Some(h.seq) || later_bad;
+            match self.load_checkpoint(h, usize::from(a), blob.as_slice(), fallback) {
+                Ok(()) => {
+                    if fallback {
+                        // (0: the newer checkpoint's header itself is unreadable)
+                        let nw = if newest == Some(h.seq) { 0 } else { newest.unwrap_or(0) };
+                        self.fallback = Some(CpFallback { newest: nw, used: h.seq, dropped: self.dropped });
+                        // the next checkpoint must rank above the one that failed to load
+                        self.log.next_seq = self.log.next_seq.max(nw.saturating_add(1));
+                    }
+                    loaded = true;
+                    break;
+                }
+                // unreadable or damaged metadata of this checkpoint: try the one before
+                Err(e @ (Error::Corrupt | Error::Io)) => {
+                    last_err = e;
+                    self.reset_for_reload();
+                }
+                Err(e) => return Err(e),
             }
         }
         drop(cands);
-        let (cp, a, s) = found.ok_or(Error::Corrupt)?;
+        drop(blob);
+        if !loaded {
+            return Err(last_err);
+        }
+        if self.damage.is_some() {
+            // durable records were lost in the middle of the log: what follows was recovered,
+            // but the state is not one the operations produced. Never write on top of it.
+            self.opts.read_only = true;
+        }
+        if self.opts.read_only {
+            // nothing may be written: keep the replayed changes in RAM
+            self.tree.set_replay(true);
+            self.log.failed = true;
+            self.mount_pending = true;
+            return Ok(());
+        }
+        match self.finish_mount() {
+            // The medium failed under these writes (e.g. a worn-out block of a checkpoint area,
+            // which every mount erases and which cannot be relocated): recovery is complete in
+            // RAM, so serve it read-only (`is_failed`) instead of refusing the mount.
+            Err(Error::Io) if self.log.failed => {
+                self.tree.set_replay(true);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Load checkpoint `cp` (from area `a`, blob `blob`): its segment table and index root,
+    /// then roll the log after it forward. With `fallback` (an older checkpoint, the newest
+    /// could not be loaded), every gap in the sequence numbers ends the roll-forward (the
+    /// newer checkpoint's own number is one): what follows belongs to after the newer
+    /// checkpoint and is dropped rather than reported as damage.
+    fn load_checkpoint(&mut self, cp: CpHeader, a: usize, blob: &[u8], fallback: bool) -> Result<()> {
         // The slots after the newest valid checkpoint may hold a torn write: never program
         // them again; the next checkpoint goes to the other area (erased first).
-        let _ = s;
         self.cp_area = a;
         self.cp_next_slot = u32::MAX;
         // segment table, from the SEGTAB records the checkpoint names
@@ -513,7 +624,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let chunks = crate::engine::format::segtab_chunks(cp.seg_count);
             let mut locs: P::Vec<Loc> = P::Vec::new();
             {
-                let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
+                let mut r = Reader::new(blob.get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
                 for _ in 0..chunks {
                     locs.try_push(Loc::get(&mut r)?)?;
                 }
@@ -562,12 +673,30 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 si.state = segstate::FULL;
                 si.seq = hs.seg_seq;
             }
+            // Segments the table records full and dead were dead at this checkpoint: the
+            // next checkpoint may free them. (Not the heads' segments: the log after this
+            // checkpoint starts there.)
+            let n = self.log.segs.len() as u32;
+            for i in 0..n {
+                let keep = self.pinned.as_slice().contains(&i) || cp.heads.iter().any(|h| h.seg == i);
+                if let Some(si) = self.log.segs.as_mut_slice().get_mut(i as usize) {
+                    si.flags &= !SEG_DEAD_CP;
+                    if si.state == segstate::FULL && si.live == 0 && !keep {
+                        si.flags |= SEG_DEAD_CP;
+                    }
+                }
+            }
         }
-        drop(blob);
         self.log.next_seq = cp.next_seq.max(cp.seq.saturating_add(1));
         self.log.stats = cp.stats;
         self.next_ino = cp.next_ino.max(ROOT_INO + 1);
         self.tree.set_root(if cp.has_root { Some((cp.root, cp.root_level)) } else { None });
+        // the index root and the path to the first leaf must read back (cheap: a node per level)
+        self.tree.set_replay(true);
+        let first = self.idx_next(&Key::default());
+        self.tree.set_replay(false);
+        first?;
+        self.replay_fallback = fallback;
         // 2. chains of segments written after the checkpoint
         let mut streams: [Stream; NUM_HEADS] = [Stream::default(); NUM_HEADS];
         let mut chains: P::Vec<(u32, u64)> = P::Vec::new();
@@ -629,37 +758,39 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.tree.set_replay(true);
         let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq, cp.next_seq)?;
         self.tree.set_replay(false);
+        self.replay_fallback = false;
         self.log.stats.replayed = replayed;
-        if self.damage.is_some() {
-            // durable records were lost in the middle of the log: what follows was recovered,
-            // but the state is not one the operations produced. Never write on top of it.
-            self.opts.read_only = true;
-        }
-        if self.opts.read_only {
-            // nothing may be written: keep the replayed changes in RAM
-            self.tree.set_replay(true);
-            self.log.failed = true;
-            self.mount_pending = true;
-            return Ok(());
-        }
-        match self.finish_mount() {
-            // The medium failed under these writes (e.g. a worn-out block of a checkpoint area,
-            // which every mount erases and which cannot be relocated): recovery is complete in
-            // RAM, so serve it read-only (`is_failed`) instead of refusing the mount.
-            Err(Error::Io) if self.log.failed => {
-                self.tree.set_replay(true);
-                Ok(())
-            }
-            r => r,
-        }
+        Ok(())
+    }
+
+    /// Forget what a failed `load_checkpoint` set up, before the next candidate.
+    fn reset_for_reload(&mut self) {
+        self.tree.set_replay(false);
+        self.tree.set_root(None);
+        self.log.segs.clear();
+        self.pinned.clear();
+        self.dropped = 0;
+        self.damage = None;
+        self.replay_ok_ino = 0;
+        self.replay_fallback = false;
     }
 
     /// The writing part of a mount: reclaim orphans, open new heads (torn tails are never
     /// programmed again), checkpoint so the next mount starts here.
     fn finish_mount(&mut self) -> Result<()> {
         self.tree.set_replay(false);
+        let all_heads = (2 * NUM_HEADS as u32).saturating_add(self.segtab_segments());
+        if self.log.free_count() < all_heads && self.pending_free() > 0 {
+            // Short of free segments (a crash on a full device): a checkpoint first (it opens
+            // the metadata head only) turns the segments whose records all died into free ones.
+            self.checkpoint()?;
+        }
         self.reclaim_orphans()?;
-        self.log.open_heads()?;
+        if self.log.free_count() >= all_heads {
+            self.log.open_heads()?;
+        }
+        // otherwise the data heads open on their first record (not chained: the next fsync
+        // checkpoints), and torn tails are never programmed again either way
         self.checkpoint()
     }
 
@@ -705,6 +836,50 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.failed = self.failed_before_ro;
         self.opts.read_only = false;
         Ok(())
+    }
+
+    /// Report the places of the newest checkpoint's metadata as `(segment, offset, length)`:
+    /// its blob's slot in the checkpoint area, each segment-table record, and the index root
+    /// node (valid right after a checkpoint). For tests and tools (scrubbing, corruption
+    /// tests); reads the blob back from the medium.
+    pub fn checkpoint_metadata(&mut self, f: &mut dyn FnMut(u32, u32, u32)) -> Result<()> {
+        let slot = self.cp_next_slot.checked_sub(1).ok_or(Error::Invalid)?;
+        if slot >= self.slots_per_area() {
+            return Err(Error::Invalid);
+        }
+        let ss = u64::from(self.sb.segment_size.max(1));
+        let off = u64::from(slot) * u64::from(self.sb.cp_slot_size);
+        let a = self.cp_area;
+        let mut blob: P::Vec<u8> = P::Vec::new();
+        blob.try_resize(usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::Invalid)?, 0)?;
+        self.cp_read(a, off, blob.as_mut_slice())?;
+        // the slot may span segments of the area
+        let mut done = 0u64;
+        let len = u64::from(self.sb.cp_slot_size);
+        while done < len {
+            let pos = off + done;
+            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get((pos / ss) as usize)).ok_or(Error::Corrupt)?;
+            let n = (ss - pos % ss).min(len - done);
+            f(seg, (pos % ss) as u32, n as u32);
+            done += n;
+        }
+        let h = self.validate_cp(blob.as_slice())?;
+        let chunks = crate::engine::format::segtab_chunks(h.seg_count);
+        let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
+        for _ in 0..chunks {
+            let l = Loc::get(&mut r)?;
+            f(l.seg, l.off, l.len);
+        }
+        if h.has_root {
+            f(h.root.seg, h.root.off, h.root.len);
+        }
+        Ok(())
+    }
+
+    /// Whether the last mount fell back to an older checkpoint because the newest one could
+    /// not be loaded (the caller reports it: what came after the newer checkpoint is lost).
+    pub fn checkpoint_fallback(&self) -> Option<CpFallback> {
+        self.fallback
     }
 
     /// Damage found in the log by the mount (durable records lost in the middle of the log,
@@ -830,7 +1005,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 // (each damaged spot costs a read of the rest of the log: at most MAX_DAMAGE)
                 const MAX_DAMAGE: u32 = 64;
                 let look = self.look_ahead(streams, chains, min_seq, expected)?;
-                if !look.durable || damaged_gaps >= MAX_DAMAGE {
+                if !look.durable || damaged_gaps >= MAX_DAMAGE || self.replay_fallback {
                     gap = true;
                     self.log.next_seq = self.log.next_seq.max(look.max_seq.saturating_add(1));
                     self.dropped = self.dropped.saturating_add(look.records).saturating_add(group.len() as u64);
@@ -1094,6 +1269,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 self.relocate_failed()?;
             }
+            // the checkpoint's own records start on a fresh write unit: a bad page of its
+            // metadata then holds no record of the operations before it (which a mount
+            // falling back to the previous checkpoint replays)
+            for h in [crate::engine::format::HEAD_HOT, HEAD_COLD, HEAD_META] {
+                self.log.flush_head(h)?;
+            }
             self.tree.commit(&mut self.log)?;
             self.log.flush_all()?;
             if self.log.has_failed_seg() {
@@ -1184,13 +1365,21 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.pinned.try_push(l.seg)?;
             }
         }
-        // free dead segments now that no checkpoint needs them; retire failed ones
+        // Free the segments that were dead at the previous checkpoint already (neither this
+        // checkpoint nor the previous one, the fallback, refers to them); retire failed ones.
+        // The ones that died since wait for the next checkpoint.
         for i in 0..self.log.segs.len() {
+            let pinned = self.pinned.as_slice().contains(&(i as u32));
             let si = match self.log.segs.as_mut_slice().get_mut(i) {
                 Some(s) => s,
                 None => break,
             };
-            if si.state == segstate::FULL && si.live == 0 && !self.pinned.as_slice().contains(&(i as u32)) {
+            if si.state == segstate::FULL && si.live == 0 && !pinned && si.flags & SEG_DEAD_CP == 0 {
+                si.flags |= SEG_DEAD_CP;
+                continue;
+            }
+            if si.state == segstate::FULL && si.live == 0 && !pinned {
+                si.flags &= !SEG_DEAD_CP;
                 if si.flags & SEG_RETIRE != 0 {
                     si.state = segstate::BAD;
                     self.log.stats.retired = self.log.stats.retired.saturating_add(1);
@@ -1213,9 +1402,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let mut w = Writer::new(table.as_mut_slice());
             for s in self.log.segs.as_slice() {
                 let mut e = *s;
-                if e.state == segstate::FULL && e.live == 0 {
+                // freed by this checkpoint only when it was dead at the previous one (see
+                // SEG_DEAD_CP); otherwise recorded full, so a mount from this checkpoint keeps
+                // it for the fallback to the previous one
+                if e.state == segstate::FULL && e.live == 0 && e.flags & SEG_DEAD_CP != 0 {
                     e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
                 }
+                e.flags &= !SEG_DEAD_CP;
                 put_seginfo(&mut w, &e)?;
             }
         }
@@ -1472,6 +1665,25 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.tree.needs_commit() || self.log.since_checkpoint >= self.opts.checkpoint_log_bytes.max(1)
     }
 
+    /// Free segments a mount needs before it can free any: a new segment for the metadata
+    /// head with its reserved successor, and the segment table and index nodes of the mount's
+    /// checkpoint (pending segments become free only once that checkpoint is written). The
+    /// data heads open at the mount only when there is room for them too (`finish_mount`),
+    /// otherwise on their first record. Every operation keeps at least this many segments free
+    /// or reserved as a head's successor (a mount returns those to the pool), deletions
+    /// included: see `mount_floor`.
+    pub fn mount_need(&self) -> u32 {
+        2u32.saturating_add(self.segtab_segments()).saturating_add(1)
+    }
+
+    /// The free segments to keep before an operation so that a mount after a crash finds
+    /// `mount_need`: the segments reserved as heads' successors go back to the pool at mount,
+    /// and the operation's own records may open one segment (taking a free one as successor).
+    pub(crate) fn mount_floor(&self) -> u32 {
+        let reserved = self.log.segs.as_slice().iter().filter(|s| s.state == segstate::RESERVED).fold(0u32, |a, _| a.saturating_add(1));
+        self.mount_need().saturating_add(1).saturating_sub(reserved)
+    }
+
     /// Free segments below which a checkpoint must be taken now: what a checkpoint itself
     /// needs (its segment table and index nodes) plus the deletion reserve.
     pub(crate) fn cp_margin(&self) -> u32 {
@@ -1628,12 +1840,21 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
                 if self.idx_get(&h.key)? == Some(loc) {
-                    if h.rtype == rtype::INODE {
-                        self.icache_forget(h.key.ino);
-                    }
                     let payload = rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
                     let head = if h.rtype == rtype::DATA { HEAD_COLD } else { HEAD_META };
-                    let nl = self.log.append(head, h.rtype, 0, h.key, payload)?;
+                    let nl = match self.log.append(head, h.rtype, 0, h.key, payload) {
+                        Ok(nl) => nl,
+                        Err(e) => {
+                            if h.rtype == rtype::INODE {
+                                self.icache_forget(h.key.ino);
+                            }
+                            return Err(e);
+                        }
+                    };
+                    if h.rtype == rtype::INODE {
+                        // the same bytes at a new place: a cached copy stays right
+                        self.icache_moved(h.key.ino, loc, nl);
+                    }
                     self.idx_set(h.key, nl)?;
                     self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
                     self.log.stats.gc_bytes = self.log.stats.gc_bytes.saturating_add(u64::from(loc.len));
@@ -1728,6 +1949,34 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             files: self.next_ino.saturating_sub(1),
             name_max: crate::engine::format::NAME_MAX as u32,
         }
+    }
+
+    /// End of a mutating operation: an error returned after the operation's first append
+    /// (once the log moved past `log.op_mark`, set by `begin_mutation` when the checks passed)
+    /// may leave the RAM index or an open atomic group half done, and the next operation's
+    /// records would close that group. Stop writing (fail-stop, see [`Engine::failure`]):
+    /// nothing more reaches the medium, and the next mount drops the incomplete group.
+    /// Errors before the first append (checks, lookups, a full filesystem) leave everything
+    /// as it was and the engine writable.
+    pub(crate) fn end_op<T>(&mut self, r: Result<T>) -> Result<T> {
+        let mark = core::mem::replace(&mut self.log.op_mark, u64::MAX);
+        if let Err(e) = &r {
+            if mark != u64::MAX && self.log.next_seq != mark && !self.opts.read_only {
+                self.log.stop(*e);
+            }
+        }
+        r
+    }
+
+    /// Why the engine stopped writing (fail-stop), for the one message the caller prints:
+    /// the error of the operation that failed half way (`NoMem`, `Corrupt` from an unreadable
+    /// index node, ...) or the I/O error of the medium (`Io`, `PowerCut`). `None` while the
+    /// engine writes (and on a read-only mount that never wrote).
+    pub fn failure(&self) -> Option<Error> {
+        if !self.log.failed || self.opts.read_only {
+            return None;
+        }
+        Some(self.log.fail_cause.unwrap_or(Error::Io))
     }
 
     /// Whether the engine stopped accepting writes after an I/O failure.

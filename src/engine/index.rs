@@ -402,6 +402,11 @@ impl<P: Platform> Tree<P> {
     }
 
     /// Insert or replace `key`; returns the previous location.
+    ///
+    /// Failure-atomic: a full leaf is split before the key goes in, and every split is a
+    /// complete tree transformation of its own whose allocations all happen before anything
+    /// is moved (see [`Tree::split_one`]). An error (`NoMem`, a read error loading a node)
+    /// leaves a valid tree holding exactly the keys it held before.
     pub fn insert(&mut self, io: &mut dyn NodeIo, key: Key, loc: Loc) -> Result<Option<Loc>> {
         if self.root.is_none() {
             let s = self.new_node(0, NONE)?;
@@ -410,84 +415,161 @@ impl<P: Platform> Tree<P> {
         }
         let mut path = [(0u32, 0usize); MAX_LEVEL as usize + 1];
         let mut depth = 0;
-        let leaf = self.descend(io, &key, 0, &mut path, &mut depth)?.ok_or(Error::Corrupt)?;
+        let mut leaf = self.descend(io, &key, 0, &mut path, &mut depth)?.ok_or(Error::Corrupt)?;
+        if let Ok(i) = search(self.node(leaf)?.entries.as_slice(), &key) {
+            self.mark_dirty(io, leaf)?;
+            let n = self.node_mut(leaf)?;
+            let e = n.entries.as_mut_slice().get_mut(i).ok_or(Error::Corrupt)?;
+            let old = match e.ptr {
+                Ptr::Flash(l) => l,
+                Ptr::Mem(_) => return Err(Error::Corrupt),
+            };
+            e.ptr = Ptr::Flash(loc);
+            return Ok(Some(old));
+        }
+        if self.node(leaf)?.entries.len() >= MAX_ENTRIES {
+            self.make_room(io, leaf)?;
+            leaf = self.descend(io, &key, 0, &mut path, &mut depth)?.ok_or(Error::Corrupt)?;
+        }
         self.mark_dirty(io, leaf)?;
         let n = self.node_mut(leaf)?;
         match search(n.entries.as_slice(), &key) {
-            Ok(i) => {
-                let e = n.entries.as_mut_slice().get_mut(i).ok_or(Error::Corrupt)?;
-                let old = match e.ptr {
-                    Ptr::Flash(l) => l,
-                    Ptr::Mem(_) => return Err(Error::Corrupt),
-                };
-                e.ptr = Ptr::Flash(loc);
-                return Ok(Some(old));
+            Ok(_) => Err(Error::Corrupt),
+            Err(i) => {
+                if n.entries.len() >= MAX_ENTRIES {
+                    return Err(Error::Corrupt);
+                }
+                n.entries.try_insert(i, Entry { key, ptr: Ptr::Flash(loc) })?;
+                Ok(None)
             }
-            Err(i) => n.entries.try_insert(i, Entry { key, ptr: Ptr::Flash(loc) })?,
         }
-        self.split_up(leaf)?;
-        Ok(None)
     }
 
-    /// Split `s` while it is over-full, propagating to parents.
-    fn split_up(&mut self, mut s: u32) -> Result<()> {
+    /// Split full nodes from the top of the chain of full ancestors of `leaf` down to `leaf`,
+    /// so that `leaf` (or the half the key then routes to) has room for one more entry.
+    fn make_room(&mut self, io: &mut dyn NodeIo, leaf: u32) -> Result<()> {
+        // the whole path dirty: no node on it can be evicted by the allocations of a split
+        self.mark_dirty(io, leaf)?;
+        let mut guard = 0u32;
         loop {
-            let (len, level, parent) = {
-                let n = self.node(s)?;
-                (n.entries.len(), n.level, n.parent)
-            };
-            if len <= MAX_ENTRIES {
+            guard = guard.saturating_add(1);
+            if guard > u32::from(MAX_LEVEL) + 2 {
+                return Err(Error::Corrupt);
+            }
+            // the highest full node whose parent has room (or that is the root)
+            let mut s = leaf;
+            let mut up = 0u32;
+            loop {
+                let p = self.node(s)?.parent;
+                if p == NONE || self.node(p)?.entries.len() < MAX_ENTRIES {
+                    break;
+                }
+                s = p;
+                up = up.saturating_add(1);
+                if up > u32::from(MAX_LEVEL) {
+                    return Err(Error::Corrupt);
+                }
+            }
+            self.split_one(io, s)?;
+            if s == leaf {
                 return Ok(());
             }
-            let right = self.new_node(level, parent)?;
-            // move the upper half
-            let half = len / 2;
-            let mut moved = P::Vec::new();
-            {
-                let n = self.node_mut(s)?;
-                while n.entries.len() > half {
-                    if let Some(e) = n.entries.pop() {
-                        moved.try_push(e)?;
+        }
+    }
+
+    /// Split node `s` in two halves (its parent, if any, has room for one more entry). Every
+    /// allocation (the new node, its entries, a new root, the parent's new entry) is made
+    /// first; only then are entries moved, so an error leaves the tree as it was.
+    fn split_one(&mut self, io: &mut dyn NodeIo, s: u32) -> Result<()> {
+        let (len, level, parent) = {
+            let n = self.node(s)?;
+            (n.entries.len(), n.level, n.parent)
+        };
+        if len < 2 {
+            return Err(Error::Corrupt);
+        }
+        if parent == NONE && level >= MAX_LEVEL {
+            return Err(Error::NoSpace);
+        }
+        // s and its ancestors dirty first: a dirty node is never evicted by the allocations below
+        self.mark_dirty(io, s)?;
+        // Slots first: allocating one may evict a clean child of `s` (its entry in `s` turns
+        // into a flash pointer), so the entries are copied only after that.
+        let right = self.new_node(level, parent)?;
+        let nr = if parent == NONE {
+            match self.new_node(level.saturating_add(1), NONE) {
+                Ok(x) => x,
+                Err(e) => {
+                    self.free_slot(right);
+                    return Err(e);
+                }
+            }
+        } else {
+            NONE
+        };
+        let undo = |t: &mut Self, e: Error| {
+            if nr != NONE {
+                t.free_slot(nr);
+            }
+            t.free_slot(right);
+            Err(e)
+        };
+        let half = len / 2;
+        let mut moved: P::Vec<Entry> = P::Vec::new();
+        for i in half..len {
+            let e = *self.node(s)?.entries.as_slice().get(i).ok_or(Error::Corrupt)?;
+            if let Err(e) = moved.try_push(e) {
+                return undo(self, e);
+            }
+        }
+        let first = moved.as_slice().first().map(|e| e.key).ok_or(Error::Corrupt)?;
+        if parent == NONE {
+            let lfirst = self.node(s)?.entries.as_slice().first().map(|e| e.key).ok_or(Error::Corrupt)?;
+            let r = {
+                let rn = self.node_mut(nr)?;
+                rn.entries
+                    .try_push(Entry { key: lfirst, ptr: Ptr::Mem(s) })
+                    .and_then(|_| rn.entries.try_push(Entry { key: first, ptr: Ptr::Mem(right) }))
+            };
+            if let Err(e) = r {
+                return undo(self, e);
+            }
+            self.node_mut(s)?.parent = nr;
+            self.node_mut(right)?.parent = nr;
+            self.root = Some(Ptr::Mem(nr));
+            self.root_level = level.saturating_add(1);
+        } else {
+            let r = {
+                let p = self.node_mut(parent)?;
+                match p.entries.as_slice().iter().position(|e| e.ptr == Ptr::Mem(s)) {
+                    Some(pos) => p.entries.try_insert(pos + 1, Entry { key: first, ptr: Ptr::Mem(right) }).map(|_| pos),
+                    None => Err(Error::Corrupt),
+                }
+            };
+            match r {
+                Ok(pos) => {
+                    // The first child's key may be above keys inserted into it later (they
+                    // route to entry 0): lower it to the node's first key, or the new entry
+                    // would sort below it.
+                    let lfirst = self.node(s)?.entries.as_slice().first().map(|e| e.key).ok_or(Error::Corrupt)?;
+                    if let Some(e) = self.node_mut(parent)?.entries.as_mut_slice().get_mut(pos) {
+                        if e.key > lfirst {
+                            e.key = lfirst;
+                        }
                     }
                 }
+                Err(e) => return undo(self, e),
             }
-            moved.as_mut_slice().reverse();
-            let first = moved.as_slice().first().map(|e| e.key).ok_or(Error::Corrupt)?;
-            for e in moved.as_slice() {
-                if let Ptr::Mem(c) = e.ptr {
-                    self.node_mut(c)?.parent = right;
-                }
-            }
-            self.node_mut(right)?.entries = moved;
-            if parent == NONE {
-                let nr = self.new_node(level.checked_add(1).ok_or(Error::Corrupt)?, NONE)?;
-                let lfirst = self.node(s)?.entries.as_slice().first().map(|e| e.key).ok_or(Error::Corrupt)?;
-                {
-                    let r = self.node_mut(nr)?;
-                    r.entries.try_push(Entry { key: lfirst, ptr: Ptr::Mem(s) })?;
-                    r.entries.try_push(Entry { key: first, ptr: Ptr::Mem(right) })?;
-                }
-                self.node_mut(s)?.parent = nr;
-                self.node_mut(right)?.parent = nr;
-                self.root = Some(Ptr::Mem(nr));
-                self.root_level = level.checked_add(1).ok_or(Error::Corrupt)?;
-                if self.root_level > MAX_LEVEL {
-                    return Err(Error::NoSpace);
-                }
-                return Ok(());
-            }
-            {
-                let p = self.node_mut(parent)?;
-                let pos = p
-                    .entries
-                    .as_slice()
-                    .iter()
-                    .position(|e| e.ptr == Ptr::Mem(s))
-                    .ok_or(Error::Corrupt)?;
-                p.entries.try_insert(pos + 1, Entry { key: first, ptr: Ptr::Mem(right) })?;
-            }
-            s = parent;
         }
+        // everything is allocated: move the upper half (nothing below can fail on memory)
+        self.node_mut(s)?.entries.truncate(half);
+        for e in moved.as_slice() {
+            if let Ptr::Mem(c) = e.ptr {
+                self.node_mut(c)?.parent = right;
+            }
+        }
+        self.node_mut(right)?.entries = moved;
+        Ok(())
     }
 
     /// Remove `key`; returns its location if it was present.

@@ -18,6 +18,11 @@ pub const SEG_RETIRE: u8 = 2;
 /// picks it (moving it fails every time); with `SEG_RETIRE` it becomes bad once nothing in it is
 /// live, never to be programmed again.
 pub const SEG_STUCK: u8 = 4;
+/// Segment flag (RAM only, never written to the table): the segment was already dead (full,
+/// nothing live) when the last checkpoint was written, so no record of that checkpoint or of
+/// the one before it lies in it: the next checkpoint frees it. A segment that dies later
+/// waits one checkpoint more, so that the previous checkpoint stays readable as a fallback.
+pub const SEG_DEAD_CP: u8 = 8;
 
 /// Fault counters since the mount (RAM only, not persisted): what the medium reported and
 /// what the engine did about it. Published in the kernel's debugfs statistics.
@@ -128,6 +133,11 @@ pub struct Log<P: Platform, F: Flash> {
     pub opened: u64,
     /// Fault counters since the mount.
     pub faults: FaultStats,
+    /// Sequence number when the running operation passed its checks (`u64::MAX`: no
+    /// operation running): an error once the log moved past it stops the engine.
+    pub op_mark: u64,
+    /// The error that stopped the engine (fail-stop), if one did through [`Log::stop`].
+    pub fail_cause: Option<Error>,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -155,7 +165,17 @@ impl<P: Platform, F: Flash> Log<P, F> {
             since_checkpoint: 0,
             opened: 0,
             faults: FaultStats::default(),
+            op_mark: u64::MAX,
+            fail_cause: None,
         }
+    }
+
+    /// Stop writing for good (fail-stop) because of `e`; the first cause is kept.
+    pub fn stop(&mut self, e: Error) {
+        if !self.failed && self.fail_cause.is_none() {
+            self.fail_cause = Some(e);
+        }
+        self.failed = true;
     }
 
     /// Segment info.
@@ -368,7 +388,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
             w.u32(prev)?;
             w.u32(next)?;
         }
-        self.append_raw(h, rtype::SEGHDR, 0, Key::new(0, 0, u64::from(seg)), &payload, seg_seq)?;
+        if let Err(e) = self.append_raw(h, rtype::SEGHDR, 0, Key::new(0, 0, u64::from(seg)), &payload, seg_seq) {
+            // the head is in a segment without a header (the chain would end there): stop
+            self.failed = true;
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -458,6 +482,36 @@ impl<P: Platform, F: Flash> Log<P, F> {
     }
 
     fn append_raw(&mut self, h: usize, rt: u8, flags: u8, key: Key, payload: &[u8], seq: u64) -> Result<Loc> {
+        let (buf_start, buf_len) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.buf_start, hd.buf.len())
+        };
+        let r = self.append_bytes(h, rt, flags, key, payload, seq);
+        if r.is_err() {
+            self.rollback_head(h, buf_start, buf_len);
+        }
+        r
+    }
+
+    /// After a failed append to head `h` whose buffer started at `buf_start` with `buf_len`
+    /// bytes: drop the bytes the failed record left in the buffer, so that the head position
+    /// and the buffer agree again (every later location in the head stays right). When part of
+    /// the record already reached the medium (the buffer was programmed in between), nothing
+    /// can undo it: the engine stops writing (fail-stop).
+    fn rollback_head(&mut self, h: usize, buf_start: u32, buf_len: usize) {
+        let ok = match self.heads.get_mut(h) {
+            Some(hd) if hd.buf_start == buf_start && hd.buf.len() >= buf_len => {
+                hd.buf.truncate(buf_len);
+                true
+            }
+            _ => false,
+        };
+        if !ok {
+            self.failed = true;
+        }
+    }
+
+    fn append_bytes(&mut self, h: usize, rt: u8, flags: u8, key: Key, payload: &[u8], seq: u64) -> Result<Loc> {
         let wu = self.wu();
         let (seg, seg_seq, pos) = {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;
@@ -505,10 +559,16 @@ impl<P: Platform, F: Flash> Log<P, F> {
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
         let r = self.append_raw(h, rt, flags, key, payload, seq);
         if r.is_err() {
-            // The sequence number may now be missing from the log, and roll-forward stops at
-            // the first missing number: the next fsync must checkpoint instead of relying on
-            // the log after it.
-            self.need_checkpoint = true;
+            self.since_checkpoint = self.since_checkpoint.saturating_sub(u64::from(need));
+            if self.next_seq == seq.saturating_add(1) {
+                // nothing else took a number: give it back (the log has no gap)
+                self.next_seq = seq;
+            } else {
+                // The sequence number is now missing from the log, and roll-forward stops at
+                // the first missing number: the next fsync must checkpoint instead of relying
+                // on the log after it.
+                self.need_checkpoint = true;
+            }
         }
         r
     }
@@ -535,6 +595,24 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// boundary is too small for a record, then with a whole unit more), and a device flush
     /// follows it: see [`Log::flush_all`].
     fn flush_head_mark(&mut self, h: usize, sync: bool) -> Result<()> {
+        let (buf_start, buf_len) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.buf_start, hd.buf.len())
+        };
+        let seq = self.next_seq;
+        let r = self.flush_head_inner(h, sync);
+        if r.is_err() && !self.failed {
+            // failed before anything was programmed (no memory for the padding): take the
+            // padding back out of the buffer, and its sequence number if nothing else took one
+            self.rollback_head(h, buf_start, buf_len);
+            if self.next_seq == seq.saturating_add(1) {
+                self.next_seq = seq;
+            }
+        }
+        r
+    }
+
+    fn flush_head_inner(&mut self, h: usize, sync: bool) -> Result<()> {
         let wu = self.wu();
         let (seg, len, pos, seg_seq, ghost) = {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;

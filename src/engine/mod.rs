@@ -25,7 +25,7 @@ pub use budget::Budget;
 pub use error::{Error, Result};
 pub use flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
 pub use format::{FileType, Inode, Stats, Timespec};
-pub use fs::{Engine, FormatOptions, LogDamage, MountOptions, StatFs, ROOT_INO};
+pub use fs::{CpFallback, Engine, FormatOptions, LogDamage, MountOptions, StatFs, ROOT_INO};
 pub use fsck::{FsckProblem, FsckReport};
 pub use platform::{FallibleVec, Platform};
 pub use posix::{CreateArgs, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE};

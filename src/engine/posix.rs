@@ -101,8 +101,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         self.maybe_commit()?;
-        let need = min_free.saturating_add(self.segtab_segments());
-        self.ensure_space(need)
+        // never below what the next mount needs (deletions run down to this floor)
+        let need = min_free.saturating_add(self.segtab_segments()).max(self.mount_floor());
+        self.ensure_space(need)?;
+        // from here on the operation's own records follow: see `end_op`
+        self.log.op_mark = self.log.next_seq;
+        Ok(())
     }
 
     fn check_capacity(&self, extra: u64) -> Result<()> {
@@ -237,6 +241,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn create_node(&mut self, dir: u64, name: &[u8], args: &CreateArgs, now: Timespec, target: Option<&[u8]>) -> Result<Inode> {
+        let r = self.create_node_op(dir, name, args, now, target);
+        self.end_op(r)
+    }
+
+    fn create_node_op(&mut self, dir: u64, name: &[u8], args: &CreateArgs, now: Timespec, target: Option<&[u8]>) -> Result<Inode> {
         check_name(name)?;
         self.begin_mutation(RESERVE_SEGS)?;
         self.check_capacity(4096)?;
@@ -286,6 +295,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Add a hard link `name` in `dir` to inode `ino`.
     pub fn link(&mut self, ino: u64, dir: u64, name: &[u8], now: Timespec) -> Result<Inode> {
+        let r = self.link_op(ino, dir, name, now);
+        self.end_op(r)
+    }
+
+    fn link_op(&mut self, ino: u64, dir: u64, name: &[u8], now: Timespec) -> Result<Inode> {
         check_name(name)?;
         self.begin_mutation(RESERVE_SEGS)?;
         let mut i = self.getattr(ino)?;
@@ -327,6 +341,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn remove_entry(&mut self, dir: u64, name: &[u8], now: Timespec, want_dir: bool) -> Result<()> {
+        let r = self.remove_entry_op(dir, name, now, want_dir);
+        self.end_op(r)
+    }
+
+    fn remove_entry_op(&mut self, dir: u64, name: &[u8], now: Timespec, want_dir: bool) -> Result<()> {
         if name == b"." {
             return Err(Error::Invalid);
         }
@@ -371,6 +390,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// The VFS dropped its last reference to `ino`: if it has no links left, delete it.
     pub fn evict(&mut self, ino: u64) -> Result<()> {
+        let r = self.evict_op(ino);
+        self.end_op(r)
+    }
+
+    fn evict_op(&mut self, ino: u64) -> Result<()> {
         let i = match self.getattr(ino) {
             Ok(i) => i,
             Err(Error::NotFound) => return Ok(()),
@@ -405,6 +429,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// has none left: the caller evicts it).
     #[allow(clippy::too_many_arguments)]
     pub fn rename(&mut self, odir: u64, oname: &[u8], ndir: u64, nname: &[u8], flags: u32, now: Timespec) -> Result<()> {
+        let r = self.rename_op(odir, oname, ndir, nname, flags, now);
+        self.end_op(r)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rename_op(&mut self, odir: u64, oname: &[u8], ndir: u64, nname: &[u8], flags: u32, now: Timespec) -> Result<()> {
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == (RENAME_NOREPLACE | RENAME_EXCHANGE) {
             return Err(Error::Invalid);
         }
@@ -485,8 +515,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             Err(k) => k,
         };
-        self.del_key(Key::new(odir, kind::DENT, src.key), FLAG_CONT)?;
+        // the new entry first: a failure between the two leaves the inode reachable
         self.write_dent(ndir, nkey, s.ino, dtype_of(s.mode), nname, FLAG_CONT)?;
+        self.del_key(Key::new(odir, kind::DENT, src.key), FLAG_CONT)?;
         s.ctime = now;
         if s.is_dir() && ndir != odir {
             s.parent = ndir;
@@ -648,6 +679,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Write `data` to file `ino` at `off`; returns the count written.
     pub fn write(&mut self, ino: u64, off: u64, data: &[u8], now: Timespec) -> Result<usize> {
+        let r = self.write_op(ino, off, data, now);
+        self.end_op(r)
+    }
+
+    fn write_op(&mut self, ino: u64, off: u64, data: &[u8], now: Timespec) -> Result<usize> {
         let end = off.checked_add(data.len() as u64).ok_or(Error::FileTooBig)?;
         if end > MAX_FILE_SIZE {
             return Err(Error::FileTooBig);
@@ -746,6 +782,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Change attributes (including the size: truncate / extend).
     pub fn setattr(&mut self, ino: u64, a: &SetAttr, now: Timespec) -> Result<Inode> {
+        let r = self.setattr_op(ino, a, now);
+        self.end_op(r)
+    }
+
+    fn setattr_op(&mut self, ino: u64, a: &SetAttr, now: Timespec) -> Result<Inode> {
         self.begin_mutation(RESERVE_DELETE)?;
         let mut i = self.getattr(ino)?;
         let mut flags_last = 0u8;
@@ -867,6 +908,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Set xattr `name` of `ino` (flags: `XATTR_CREATE`, `XATTR_REPLACE`).
     pub fn setxattr(&mut self, ino: u64, name: &[u8], value: &[u8], flags: u32, now: Timespec) -> Result<()> {
+        let r = self.setxattr_op(ino, name, value, flags, now);
+        self.end_op(r)
+    }
+
+    fn setxattr_op(&mut self, ino: u64, name: &[u8], value: &[u8], flags: u32, now: Timespec) -> Result<()> {
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return Err(Error::Range);
         }
@@ -933,6 +979,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Remove xattr `name` of `ino`.
     pub fn removexattr(&mut self, ino: u64, name: &[u8], now: Timespec) -> Result<()> {
+        let r = self.removexattr_op(ino, name, now);
+        self.end_op(r)
+    }
+
+    fn removexattr_op(&mut self, ino: u64, name: &[u8], now: Timespec) -> Result<()> {
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return Err(Error::Range);
         }

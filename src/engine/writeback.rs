@@ -252,12 +252,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Err(Error::NoSpace) if held => {}
             Err(e) => return Err(e),
         }
+        // from here on this call's own records follow: an error after its first append goes
+        // fail-stop with its cause kept (`end_op`, `Engine::failure`)
+        self.log.op_mark = self.log.next_seq;
         let r = self.write_blocks_inner(&mut i, first_blk, blocks, size, mtime, ctime, need_free);
-        if r.is_err() && !self.log.failed {
-            // records of this call may be in the log: stop writing (fail-stop)
-            self.log.failed = true;
-        }
-        r
+        self.end_op(r)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -337,6 +336,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         if let Some(s) = self.icache.as_mut_slice().get_mut(inode.ino as usize % ICACHE_SLOTS) {
             *s = ICacheSlot { valid: true, loc, inode: *inode };
+        }
+    }
+
+    /// The GC copied inode `ino`'s record unchanged from `old` to `new`: a cached copy of the
+    /// record at `old` is the record at `new` (without this every GC move would cost a miss).
+    pub(crate) fn icache_moved(&mut self, ino: u64, old: Loc, new: Loc) {
+        if let Some(s) = self.icache.as_mut_slice().get_mut(ino as usize % ICACHE_SLOTS) {
+            if s.valid && s.inode.ino == ino {
+                if s.loc == old {
+                    s.loc = new;
+                } else {
+                    s.valid = false;
+                }
+            }
         }
     }
 

@@ -37,6 +37,15 @@ pub struct RamFlash {
     /// A cut during a write tears it (some whole units, then half a unit, reach the medium);
     /// when false, the interrupted write leaves nothing.
     pub tear: bool,
+    /// Number of read operations so far.
+    pub reads: u64,
+    /// Read-error injection: the read after this many more reads fails once with
+    /// `read_error` (None = no injection planned).
+    pub fail_read_in: Option<u64>,
+    /// The error an injected read failure reports (`Uncorrectable` or `Io`).
+    pub read_error: FlashError,
+    /// Whether the planned read failure happened.
+    pub read_failed: bool,
 }
 
 impl RamFlash {
@@ -62,7 +71,16 @@ impl RamFlash {
             programmed: 0,
             writes: 0,
             tear: true,
+            reads: 0,
+            fail_read_in: None,
+            read_error: FlashError::Uncorrectable,
+            read_failed: false,
         }
+    }
+
+    /// Present the same contents as another kind of medium (e.g. MLC NAND).
+    pub fn set_kind(&mut self, kind: FlashKind) {
+        self.geo.kind = kind;
     }
 
     /// Mark a segment bad (factory bad block).
@@ -128,6 +146,16 @@ impl Flash for RamFlash {
             return Err(FlashError::PowerCut);
         }
         let r = self.range(seg, offset, buf.len())?;
+        self.reads += 1;
+        if let Some(n) = self.fail_read_in {
+            if n == 0 {
+                self.fail_read_in = None;
+                self.read_failed = true;
+                buf.fill(0);
+                return Err(self.read_error);
+            }
+            self.fail_read_in = Some(n - 1);
+        }
         buf.copy_from_slice(&self.data[r]);
         if self.corrected.contains(&seg) {
             return Ok(ReadStatus::Corrected);
@@ -147,7 +175,7 @@ impl Flash for RamFlash {
         if offset < self.wp[seg as usize] {
             return Err(FlashError::InvalidRequest);
         }
-        if self.geo.kind == FlashKind::Nand && self.data[r.clone()].iter().any(|&b| b != 0xFF) {
+        if matches!(self.geo.kind, FlashKind::Nand | FlashKind::MlcNand) && self.data[r.clone()].iter().any(|&b| b != 0xFF) {
             return Err(FlashError::InvalidRequest);
         }
         let cut = self.tick()?;
@@ -186,7 +214,7 @@ impl Flash for RamFlash {
             self.data[r.start..half].fill(0xFF);
             return Err(FlashError::PowerCut);
         }
-        if self.geo.kind == FlashKind::Nand {
+        if matches!(self.geo.kind, FlashKind::Nand | FlashKind::MlcNand) {
             self.data[r].fill(0xFF);
         }
         self.wp[seg as usize] = 0;
@@ -209,6 +237,131 @@ impl Flash for RamFlash {
         }
         Ok(())
     }
+}
+
+/// A [`Platform`](ferrofs_engine::Platform) whose allocations can be made to fail: the
+/// engine over it behaves exactly as over [`StdPlatform`] until [`failalloc::arm`] plans the
+/// failure of the n-th next allocation (a growth of a vector beyond its capacity, or with
+/// [`failalloc::any_growth`] any growth), which then returns `NoMem` once. Counters and plans are per thread (tests run in parallel).
+pub mod failalloc {
+    use std::cell::Cell;
+
+    use ferrofs_engine::{Error, FallibleVec, Platform};
+
+    thread_local! {
+        static FAIL_IN: Cell<Option<u64>> = const { Cell::new(None) };
+        static COUNT: Cell<u64> = const { Cell::new(0) };
+        static FIRED: Cell<bool> = const { Cell::new(false) };
+        static ANY_GROWTH: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Count (and fail) every growth of a vector, not only those beyond its capacity: the
+    /// `FallibleVec` contract lets any growth fail, whatever the allocator keeps in reserve.
+    pub fn any_growth(on: bool) {
+        ANY_GROWTH.with(|c| c.set(on));
+    }
+
+    /// Plan the failure of the allocation after `n` more (None: no failure); clears `fired`.
+    pub fn arm(n: Option<u64>) {
+        FAIL_IN.with(|c| c.set(n));
+        FIRED.with(|c| c.set(false));
+    }
+
+    /// Allocations made on this thread so far.
+    pub fn allocations() -> u64 {
+        COUNT.with(|c| c.get())
+    }
+
+    /// Whether the planned failure happened.
+    pub fn fired() -> bool {
+        FIRED.with(|c| c.get())
+    }
+
+    fn grow<T>(v: &mut Vec<T>, add: usize) -> Result<(), Error> {
+        if v.capacity() - v.len() >= add && (add == 0 || !ANY_GROWTH.with(|c| c.get())) {
+            return Ok(());
+        }
+        COUNT.with(|c| c.set(c.get() + 1));
+        let fail = FAIL_IN.with(|c| match c.get() {
+            Some(0) => {
+                c.set(None);
+                true
+            }
+            Some(n) => {
+                c.set(Some(n - 1));
+                false
+            }
+            None => false,
+        });
+        if fail {
+            if std::env::var_os("FERROFS_FAILALLOC_BT").is_some() {
+                eprintln!("injected NoMem at:\n{}", std::backtrace::Backtrace::force_capture());
+            }
+            FIRED.with(|c| c.set(true));
+            return Err(Error::NoMem);
+        }
+        v.try_reserve(add).map_err(|_| Error::NoMem)
+    }
+
+    /// The failing platform.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct FailPlatform;
+
+    /// Its vector.
+    #[derive(Debug, Clone, Default)]
+    pub struct FailVec<T>(pub Vec<T>);
+
+    impl<T> FallibleVec<T> for FailVec<T> {
+        fn new() -> Self {
+            FailVec(Vec::new())
+        }
+        fn try_push(&mut self, v: T) -> Result<(), Error> {
+            grow(&mut self.0, 1)?;
+            self.0.push(v);
+            Ok(())
+        }
+        fn pop(&mut self) -> Option<T> {
+            self.0.pop()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn as_slice(&self) -> &[T] {
+            &self.0
+        }
+        fn as_mut_slice(&mut self) -> &mut [T] {
+            &mut self.0
+        }
+        fn truncate(&mut self, len: usize) {
+            self.0.truncate(len);
+        }
+        fn try_extend_from_slice(&mut self, s: &[T]) -> Result<(), Error>
+        where
+            T: Copy,
+        {
+            grow(&mut self.0, s.len())?;
+            self.0.extend_from_slice(s);
+            Ok(())
+        }
+        fn try_resize(&mut self, len: usize, v: T) -> Result<(), Error>
+        where
+            T: Copy,
+        {
+            if len > self.0.len() {
+                let add = len - self.0.len();
+                grow(&mut self.0, add)?;
+            }
+            self.0.resize(len, v);
+            Ok(())
+        }
+    }
+
+    impl Platform for FailPlatform {
+        type Vec<T> = FailVec<T>;
+    }
+
+    /// The engine over [`RamFlash`](crate::RamFlash) with the failing platform.
+    pub type FailFs = ferrofs_engine::Engine<FailPlatform, crate::RamFlash>;
 }
 
 /// A time stamp `t` seconds after an arbitrary epoch.
@@ -588,7 +741,7 @@ pub mod crashload {
         fs.fsync(ROOT_INO)
     }
 
-    fn read_dir_into<F: Flash>(fs: &mut Engine<StdPlatform, F>, dir: u64, prefix: &str, s: &mut State) {
+    fn read_dir_into<P: ferrofs_engine::Platform, F: Flash>(fs: &mut Engine<P, F>, dir: u64, prefix: &str, s: &mut State) {
         let mut names = Vec::new();
         fs.readdir(dir, 0, &mut |n, ino, _, _| {
             names.push((String::from_utf8(n.to_vec()).unwrap(), ino));
@@ -627,7 +780,7 @@ pub mod crashload {
     }
 
     /// Read the visible state (root and its subdirectories).
-    pub fn read_state<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> State {
+    pub fn read_state<P: ferrofs_engine::Platform, F: Flash>(fs: &mut Engine<P, F>) -> State {
         let mut s = State::new();
         read_dir_into(fs, ROOT_INO, "", &mut s);
         s

@@ -325,3 +325,23 @@ fn mount_refuses_blank_and_foreign_media_and_bad_geometry() {
     }
     assert_eq!(Fs::mount(other, Default::default()).err().map(|e| e.0), Some(Error::BadFormat));
 }
+
+/// MLC NAND (paired pages: a cut while programming an upper page can destroy its lower page,
+/// fsync'd data included) is refused until pairing is handled: format and mount (read-only
+/// too) return NotSupported, and the same image mounts as SLC NAND.
+#[test]
+fn mlc_nand_is_refused() {
+    use ferrofs_engine::{FlashKind, MountOptions};
+    let mlc = RamFlash::with_kind(FlashKind::MlcNand, 64 * 1024, 64, 2048);
+    assert_eq!(Fs::format(mlc, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported));
+    let f = RamFlash::new_nand(64 * 1024, 64, 2048);
+    let mut f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    f.set_kind(FlashKind::MlcNand);
+    let (e, f) = Fs::mount(f, Default::default()).err().expect("MLC mount accepted");
+    assert_eq!(e, Error::NotSupported);
+    let (e, mut f) = Fs::mount(f, MountOptions { read_only: true, ..Default::default() }).err().expect("read-only MLC mount accepted");
+    assert_eq!(e, Error::NotSupported);
+    f.set_kind(FlashKind::Nand);
+    let mut fs = Fs::mount(f, Default::default()).map_err(|e| e.0).unwrap();
+    assert_consistent(&mut fs);
+}

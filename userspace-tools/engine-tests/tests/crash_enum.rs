@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Error, MountOptions, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine::{CreateArgs, Engine, Error, FlashError, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine_tests::failalloc::{self, FailFs};
 use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
 use ferrofs_engine_tests::*;
 
@@ -273,20 +274,20 @@ fn workload(w: u64) -> Vec<Op> {
     ops
 }
 
-fn resolve(fs: &mut Fs, path: &str) -> Result<(u64, String), Error> {
+fn resolve<P: Platform>(fs: &mut Engine<P, RamFlash>, path: &str) -> Result<(u64, String), Error> {
     match path.split_once('/') {
         Some((d, n)) => Ok((fs.lookup(ROOT_INO, d.as_bytes())?.ino, n.to_string())),
         None => Ok((ROOT_INO, path.to_string())),
     }
 }
 
-fn look(fs: &mut Fs, p: &str) -> Result<u64, Error> {
+fn look<P: Platform>(fs: &mut Engine<P, RamFlash>, p: &str) -> Result<u64, Error> {
     let (d, n) = resolve(fs, p)?;
     Ok(fs.lookup(d, n.as_bytes())?.ino)
 }
 
 /// Run one operation; `open` is the inode of the unlinked-but-open file.
-fn run_op(fs: &mut Fs, op: &Op, open: &mut Option<u64>, t: i64) -> Result<(), Error> {
+fn run_op<P: Platform>(fs: &mut Engine<P, RamFlash>, op: &Op, open: &mut Option<u64>, t: i64) -> Result<(), Error> {
     let now = ts(t);
     match op {
         Op::Create(p) => {
@@ -556,4 +557,432 @@ fn workloads_are_distinct_and_cover_every_operation() {
         assert!(n >= 3, "{kind} appears in only {n} workloads");
     }
     assert!(all.iter().all(|w| w.contains("Fsync") || w.contains("Sync")), "a workload without fsync/sync");
+}
+
+/// What a failure-injection run injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inject {
+    /// The n-th allocation fails with NoMem.
+    Alloc,
+    /// The n-th growth of any vector (within its capacity or not) fails with NoMem.
+    Growth,
+    /// The n-th read reports an uncorrectable page.
+    ReadUncorrectable,
+    /// The n-th read fails with an I/O error.
+    ReadIo,
+}
+
+/// Whether a `run_op` of this kind is several engine calls (a rename or unlink followed by the
+/// eviction of the inode it dropped), so that an error in the later call leaves the earlier
+/// one done.
+fn composite(op: &Op) -> bool {
+    matches!(op, Op::Rename(..) | Op::Unlink(_) | Op::Rmdir(_) | Op::Close)
+}
+
+/// Run the workload on the failing platform with failure `n` of kind `inj` planned. Returns
+/// None when the failure never happened (n is past the workload's last allocation or read).
+fn check_injection(tpl: &RamFlash, ops: &[Op], states: &[State], inj: Inject, n: u64) -> Option<Result<(), String>> {
+    let mut fs = FailFs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+    failalloc::any_growth(inj == Inject::Growth);
+    match inj {
+        Inject::Alloc | Inject::Growth => failalloc::arm(Some(n)),
+        Inject::ReadUncorrectable | Inject::ReadIo => {
+            fs.flash().fail_read_in = Some(n);
+            fs.flash().read_failed = false;
+            fs.flash().read_error = if inj == Inject::ReadIo { FlashError::Io } else { FlashError::Uncorrectable };
+        }
+    }
+    let fired = |fs: &mut FailFs| match inj {
+        Inject::Alloc | Inject::Growth => failalloc::fired(),
+        _ => fs.flash().read_failed,
+    };
+    let mut open = None;
+    let mut failed_at = None;
+    for (i, op) in ops.iter().enumerate() {
+        if let Err(e) = run_op(&mut fs, op, &mut open, 10 + i as i64) {
+            failed_at = Some((i, e));
+            break;
+        }
+    }
+    let was_fired = fired(&mut fs);
+    failalloc::arm(None);
+    failalloc::any_growth(false);
+    fs.flash().fail_read_in = None;
+    if !was_fired {
+        return None;
+    }
+    let res = (|| -> Result<(), String> {
+        match failed_at {
+            None => {
+                // the failure was absorbed (e.g. by the GC): the run completed
+                let got = read_state(&mut fs);
+                if got != *states.last().unwrap() {
+                    return Err(format!("no operation failed, but the state differs: {:?}", diff(states.last().unwrap(), &got)));
+                }
+                let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
+                let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("remount: {e:?}"))?;
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("fsck: {r:?}"));
+                }
+                let got = read_state(&mut fs);
+                if got != *states.last().unwrap() {
+                    return Err(format!("after remount: {:?}", diff(states.last().unwrap(), &got)));
+                }
+                Ok(())
+            }
+            Some((k, e)) => {
+                let op = &ops[k];
+                if fs.is_failed() {
+                    // fail-stopped: nothing more is written; the medium holds what a crash
+                    // at this point leaves
+                    if fs.failure().is_none() {
+                        return Err("fail-stopped without a cause".into());
+                    }
+                    match fs.create(ROOT_INO, b"after-stop", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(99)) {
+                        Err(Error::ReadOnly) => {}
+                        r => return Err(format!("a mutation after fail-stop returned {r:?}")),
+                    }
+                    let mut f = fs.into_flash();
+                    f.power_on();
+                    let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("op {k} {op:?} failed with {e:?}, fail-stop; remount: {e:?}"))?;
+                    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                    if r.problems != 0 {
+                        return Err(format!("op {k} {op:?} failed with {e:?}, fail-stop; fsck after remount: {r:?}"));
+                    }
+                    let got = read_state(&mut fs);
+                    return verify(states, ops, k, &got).map_err(|m| format!("op {k} {op:?} failed with {e:?}, fail-stop; after remount: {m}"));
+                }
+                // still writable: the operation changed nothing (or, for a composite one, did
+                // its first engine call only)
+                let got = read_state(&mut fs);
+                let ok = got == states[k] || (composite(op) && got == states[k + 1]);
+                if !ok {
+                    return Err(format!("op {k} {op:?} failed with {e:?}, the engine still writes, but the state changed: {:?}", diff(&states[k], &got)));
+                }
+                let f = fs.unmount().map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; unmount: {e2:?}"))?;
+                let mut fs = Fs::mount(f, opts()).map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; remount: {e2:?}"))?;
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("op {k} {op:?} failed with {e:?}; fsck after remount: {r:?}"));
+                }
+                let after = read_state(&mut fs);
+                if after != got {
+                    return Err(format!("op {k} {op:?} failed with {e:?}; the remount differs: {:?}", diff(&got, &after)));
+                }
+                Ok(())
+            }
+        }
+    })();
+    Some(res)
+}
+
+fn enumerate_injections(full: bool) {
+    let stride: u64 = std::env::var("FERROFS_FAIL_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(5).max(1);
+    let tpl = template();
+    let base = {
+        let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        read_state(&mut fs)
+    };
+    let mut checked = BTreeMap::new();
+    let mut failures = Vec::new();
+    for w in 0..WORKLOADS {
+        let ops = workload(w);
+        let mut m = Model::default();
+        for (k, v) in &base {
+            m.next += 1;
+            m.files.insert(m.next, (v.clone(), None));
+            m.paths.insert(k.clone(), m.next);
+        }
+        let mut states = vec![m.state()];
+        for o in &ops {
+            m.apply(o);
+            states.push(m.state());
+        }
+        for inj in [Inject::Alloc, Inject::Growth, Inject::ReadUncorrectable, Inject::ReadIo] {
+            let mut n = if full { 0 } else { (w * 3 + inj as u64) % stride };
+            loop {
+                match check_injection(&tpl, &ops, &states, inj, n) {
+                    None => break,
+                    Some(r) => {
+                        *checked.entry(format!("{inj:?}")).or_insert(0u64) += 1;
+                        if let Err(e) = r {
+                            failures.push(format!("workload {w} {inj:?} #{n}: {e}\n  ops: {ops:?}"));
+                        }
+                    }
+                }
+                n += if full { 1 } else { stride };
+            }
+        }
+    }
+    let total: u64 = checked.values().sum();
+    println!("failure injection: {WORKLOADS} workloads, {total} points checked ({checked:?}), {} failures", failures.len());
+    eprintln!("failure injection: {WORKLOADS} workloads, {total} points checked ({checked:?}), {} failures", failures.len());
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(total > 1000, "too few injection points: {total}");
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// Every allocation (failing platform) and every read (uncorrectable, then I/O error) of
+/// every workload, in turn, fails once: the operation returns an error and leaves the engine
+/// either unchanged and writable or fail-stopped (read-only, with a cause); a remount (after
+/// a clean unmount, or as after a crash) passes fsck and shows an acceptable state.
+/// `cargo test` takes every `FERROFS_FAIL_STRIDE`-th point (default 5);
+/// `FERROFS_FAIL_FULL=1` takes all.
+#[test]
+fn failure_injection_every_allocation_and_read() {
+    let full = std::env::var_os("FERROFS_FAIL_FULL").is_some();
+    enumerate_injections(full);
+}
+
+/// A device filled until writes are refused (NoSpace / short writes), then synced: the files
+/// `n0`, `n1`, ... of 9000 bytes each (the last one maybe shorter).
+fn template_full() -> (RamFlash, usize) {
+    template_full_with(3000, 3)
+}
+
+/// A device filled with files of `chunks` writes of `chunk` bytes each, until refused.
+fn template_full_with(chunk: usize, chunks: u64) -> (RamFlash, usize) {
+    let f = RamFlash::new_nand(32 * 1024, 40, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let mut n = 0usize;
+    'fill: loop {
+        let name = format!("n{n}");
+        let ino = match fs.create(ROOT_INO, name.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)) {
+            Ok(i) => i.ino,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("create: {e:?}"),
+        };
+        n += 1;
+        let mut off = 0u64;
+        while off < chunk as u64 * chunks {
+            match fs.write(ino, off, &vec![n as u8; chunk], ts(1)) {
+                Ok(k) if k == chunk => off += chunk as u64,
+                Ok(_) | Err(Error::NoSpace) => break 'fill,
+                Err(e) => panic!("write: {e:?}"),
+            }
+        }
+    }
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    (f, n)
+}
+
+/// Workload `w` on the full device: deletions (unlink, truncate to zero or a few bytes,
+/// xattr removal is not needed: there are none), renames over existing files, fsync/sync.
+fn workload_full(w: u64, files: usize) -> Vec<Op> {
+    let mut rng = Rng::new(0xF011 ^ w.wrapping_mul(0x9E37_79B9));
+    let mut m = Model::default();
+    for i in 0..files {
+        m.next += 1;
+        m.files.insert(m.next, (Vec::new(), None));
+        m.paths.insert(format!("n{i}"), m.next);
+    }
+    let mut ops = Vec::new();
+    let n = 6 + rng.below(6) as usize;
+    let mut guard = 0;
+    while ops.len() < n && guard < 200 {
+        guard += 1;
+        let fs_ = m.file_paths();
+        if fs_.len() < 3 {
+            break;
+        }
+        let op = match rng.below(10) {
+            0..=3 => Op::Unlink(pick(&mut rng, &fs_).unwrap()),
+            4..=5 => Op::Truncate(pick(&mut rng, &fs_).unwrap(), rng.below(3) * 100),
+            6..=7 => {
+                let a = pick(&mut rng, &fs_).unwrap();
+                let b = pick(&mut rng, &fs_).unwrap();
+                if a == b {
+                    continue;
+                }
+                Op::Rename(a, b)
+            }
+            8 => Op::Fsync(pick(&mut rng, &fs_).unwrap()),
+            _ => Op::Sync,
+        };
+        m.apply(&op);
+        ops.push(op);
+    }
+    ops
+}
+
+/// Crash enumeration on a full device: every cut point of deletion workloads (which may run
+/// the free segments down to the deletion floor) must leave a medium that mounts read-write
+/// (mount itself needs new heads and a checkpoint before it can free anything), passes fsck,
+/// shows an acceptable state, and accepts the next deletion and a write afterwards.
+#[test]
+fn crash_enumeration_full_device() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    let stride: u64 = if full { 1 } else { 3 };
+    let (tpl, files) = template_full();
+    assert!(files >= 10, "only {files} files fit");
+    let base = {
+        let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        read_state(&mut fs)
+    };
+    let mut checked = 0u64;
+    let mut failures = Vec::new();
+    for w in 0..16u64 {
+        let ops = workload_full(w, files);
+        let mut m = Model::default();
+        for (k, v) in &base {
+            m.next += 1;
+            m.files.insert(m.next, (v.clone(), None));
+            m.paths.insert(k.clone(), m.next);
+        }
+        let mut states = vec![m.state()];
+        for o in &ops {
+            m.apply(o);
+            states.push(m.state());
+        }
+        let mut cut = w % stride;
+        loop {
+            let (mut f, done, was_cut) = run_with_cut(&tpl, &ops, Some(cut), cut % 2 == 0);
+            if !was_cut {
+                break;
+            }
+            checked += 1;
+            f.power_on();
+            let r = (|| -> Result<(), String> {
+                let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
+                if fs.is_failed() || fs.is_read_only() {
+                    return Err(format!("mounted read-only (failed {:?})", fs.failure()));
+                }
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("fsck: {r:?}"));
+                }
+                let got = read_state(&mut fs);
+                verify(&states, &ops, done, &got).map_err(|e| format!("after {done} ops: {e}"))?;
+                // keep going: a deletion, then a write into the space it freed
+                let victim = got.keys().find(|k| !k.contains('@') && !k.ends_with('/')).cloned().ok_or("no file left")?;
+                let vino = fs.lookup(ROOT_INO, victim.as_bytes()).map_err(|e| format!("lookup: {e:?}"))?.ino;
+                fs.unlink(ROOT_INO, victim.as_bytes(), ts(50)).map_err(|e| format!("unlink after remount: {e:?}"))?;
+                fs.evict(vino).map_err(|e| format!("evict after remount: {e:?}"))?;
+                let c = fs
+                    .create(ROOT_INO, b"again", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(51))
+                    .map_err(|e| format!("create after remount: {e:?} (free segments {}, statfs {:?})", fs.stats().free_segments, fs.statfs()))?;
+                fs.write(c.ino, 0, &[7u8; 2000], ts(51)).map_err(|e| format!("write after remount: {e:?}"))?;
+                let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
+                let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("second mount: {e:?}"))?;
+                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+                if r.problems != 0 {
+                    return Err(format!("fsck after the second mount: {r:?}"));
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                failures.push(format!("full workload {w} cut {cut}: {e}\n  ops: {ops:?}"));
+            }
+            cut += stride;
+        }
+    }
+    println!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
+    eprintln!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
+    let mut kinds: BTreeMap<String, u32> = BTreeMap::new();
+    for f in &failures {
+        let k = f.split(": ").nth(1).unwrap_or("").chars().take(40).collect::<String>();
+        *kinds.entry(k).or_insert(0) += 1;
+    }
+    eprintln!("failure kinds: {kinds:?}");
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(checked > 100, "only {checked} cut points");
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// Unlinks of open files (their data stays until the last close) run the free segments down to
+/// the deletion floor; a crash there must leave a medium that mounts read-write: the mount
+/// reclaims the orphans, opens new heads and checkpoints before anything is freed. Every cut
+/// point of the last unlinks is tried.
+#[test]
+fn mount_after_crash_at_the_deletion_floor() {
+    let (tpl, files) = template_full_with(600, 1);
+    // free segments plus those reserved as heads' successors (a mount gets both)
+    fn pool(fs: &Fs) -> u32 {
+        (0..40).filter(|&i| fs.segment_info(i).is_some_and(|s| s.state == 0 || s.state == 4)).count() as u32
+    }
+    let need = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap().mount_need();
+    // how far the unlinks go, and the device operations they take
+    let run = |cut: Option<u64>| -> (RamFlash, usize, u32) {
+        let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+        fs.flash().cut_in = cut;
+        let mut n = 0;
+        let mut min_free = u32::MAX;
+        for i in 0..files {
+            let name = format!("n{i}");
+            match fs.unlink(ROOT_INO, name.as_bytes(), ts(20 + i as i64)) {
+                Ok(()) => n += 1,
+                Err(Error::NoSpace) => break,
+                Err(_) if fs.flash().dead => break,
+                Err(e) => panic!("unlink {name}: {e:?}"),
+            }
+            min_free = min_free.min(pool(&fs));
+            // renames of the remaining files, each a few records more
+            if i + 2 < files {
+                let a = format!("n{}", i + 1);
+                let b = format!("m{}", i + 1);
+                match fs.rename(ROOT_INO, a.as_bytes(), ROOT_INO, b.as_bytes(), 0, ts(20)) {
+                    Ok(()) => {
+                        fs.rename(ROOT_INO, b.as_bytes(), ROOT_INO, a.as_bytes(), 0, ts(20)).ok();
+                    }
+                    Err(Error::NoSpace) => break,
+                    Err(_) if fs.flash().dead => break,
+                    Err(e) => panic!("rename {a}: {e:?}"),
+                }
+            }
+        }
+        (fs.into_flash(), n, min_free)
+    };
+    let (f, n, min_free) = run(None);
+    let total = f.writes + f.erases.iter().map(|&e| u64::from(e)).sum::<u64>() - tpl.writes - tpl.erases.iter().map(|&e| u64::from(e)).sum::<u64>();
+    eprintln!("{n} of {files} files unlinked while open; free + reserved segments down to {min_free} (a mount needs {need}); {total} device operations");
+    assert!(n >= 10, "only {n} unlinks");
+    assert!(min_free >= need, "deletions ran the free segments down to {min_free}, below the {need} a mount needs");
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    let from = total.saturating_sub(120);
+    for cut in (from..total + 1).chain(std::iter::once(u64::MAX)) {
+        let (mut f, _, _) = if cut == u64::MAX { run(None) } else { run(Some(cut)) };
+        f.power_on();
+        checked += 1;
+        let r = (|| -> Result<(), String> {
+            let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
+            if fs.is_failed() || fs.is_read_only() {
+                return Err(format!("mounted read-only (failed {:?})", fs.failure()));
+            }
+            let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
+            if r.problems != 0 {
+                return Err(format!("fsck: {r:?}"));
+            }
+            // the orphans are gone; make room (whatever was unlinked before the cut)
+            let st = read_state(&mut fs);
+            for v in st.keys().filter(|k| !k.contains('@') && !k.ends_with('/')).take(40) {
+                let vino = fs.lookup(ROOT_INO, v.as_bytes()).map_err(|e| format!("lookup: {e:?}"))?.ino;
+                fs.unlink(ROOT_INO, v.as_bytes(), ts(50)).map_err(|e| format!("unlink after remount: {e:?}"))?;
+                fs.evict(vino).map_err(|e| format!("evict after remount: {e:?}"))?;
+            }
+            let c = fs
+                .create(ROOT_INO, b"again", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(51))
+                .map_err(|e| {
+                    let segs: Vec<String> = (0..40).map(|i| fs.segment_info(i).map(|s| format!("{}:{}:{}", s.state, s.live, s.flags)).unwrap_or_default()).collect();
+                    format!("create after remount: {e:?} (free segments {}, statfs {:?}) {segs:?}", fs.stats().free_segments, fs.statfs())
+                })?;
+            fs.write(c.ino, 0, &[7u8; 2000], ts(51)).map_err(|e| format!("write after remount: {e:?}"))?;
+            fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            failures.push(format!("cut {cut}: {e}"));
+        }
+    }
+    eprintln!("deletion floor: {checked} cut points, {} failures", failures.len());
+    for f in failures.iter().take(10) {
+        eprintln!("{f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
 }

@@ -161,3 +161,90 @@ fn tree_shrinks_after_mass_deletion() {
     }
     assert_eq!(n, model.len());
 }
+
+/// Every growth of every vector during inserts and removes (node splits, new roots, merges,
+/// cache slots) fails in turn, once: the failed call returns `NoMem` and the tree still holds
+/// exactly the keys of the model (the failed insert or remove either happened or did not),
+/// through commits, evictions and reloads.
+#[test]
+fn failed_allocations_leave_the_tree_intact() {
+    use ferrofs_engine_tests::failalloc::{self, FailPlatform};
+    let mut fails = 0u32;
+    let only: Option<u64> = std::env::var("FERROFS_INDEX_N").ok().and_then(|v| v.parse().ok());
+    for n in 0..4000u64 {
+        if only.is_some_and(|o| o != n) {
+            continue;
+        }
+        let mut rng = Rng::new(7);
+        let mut io = Store::default();
+        let mut tree: Tree<FailPlatform> = Tree::new(16);
+        let mut model: BTreeMap<Key, Loc> = BTreeMap::new();
+        failalloc::any_growth(true);
+        failalloc::arm(Some(n));
+        let mut failed = None;
+        for step in 0..3000u32 {
+            let k = rng.below(1500);
+            let r = if rng.below(4) != 0 {
+                let v = val(k, step);
+                tree.insert(&mut io, key(k), v).map(|_| {
+                    model.insert(key(k), v);
+                })
+            } else {
+                tree.remove(&mut io, &key(k)).map(|_| {
+                    model.remove(&key(k));
+                })
+            };
+            if let Err(e) = r {
+                assert_eq!(e, Error::NoMem, "step {step}");
+                failed = Some((step, k));
+                break;
+            }
+            if step % 500 == 499 {
+                if let Err(e) = tree.commit(&mut io) {
+                    // a failed commit changes no key
+                    assert_eq!(e, Error::NoMem, "commit at step {step}");
+                    failed = Some((step, u64::MAX));
+                    break;
+                }
+            }
+        }
+        let fired = failalloc::fired();
+        failalloc::arm(None);
+        failalloc::any_growth(false);
+        if !fired {
+            break;
+        }
+        if let Some((step, k)) = failed {
+            fails += 1;
+            // the failed operation: either done or not done, nothing else
+            if k != u64::MAX {
+                match tree.get(&mut io, &key(k)).unwrap() {
+                    Some(l) => {
+                        model.insert(key(k), l);
+                    }
+                    None => {
+                        model.remove(&key(k));
+                    }
+                }
+            }
+            let mut from = Key::new(0, 0, 0);
+            let mut seen = BTreeMap::new();
+            while let Some((kk, l)) = tree.next(&mut io, &from).unwrap() {
+                seen.insert(kk, l);
+                from = Key::new(kk.ino, kk.kind, kk.key.wrapping_add(1));
+                if kk.key == u64::MAX {
+                    break;
+                }
+            }
+            assert_eq!(seen, model, "allocation #{n} failed at step {step}: the tree lost or gained keys");
+            tree.commit(&mut io).unwrap();
+            let root = tree.root();
+            let mut t2: Tree<FailPlatform> = Tree::new(16);
+            t2.set_root(root);
+            for (kk, l) in &model {
+                assert_eq!(t2.get(&mut io, kk), Ok(Some(*l)), "allocation #{n} (step {step}, key {k}): after commit and reload");
+            }
+        }
+    }
+    assert!(fails > 500, "only {fails} failures injected");
+}

@@ -87,6 +87,7 @@ fn kind_code(kind: FlashKind) -> u32 {
         FlashKind::Nand => 1,
         FlashKind::Nor => 2,
         FlashKind::Block => 3,
+        FlashKind::MlcNand => 4,
     }
 }
 
@@ -95,6 +96,7 @@ fn kind_from_code(code: u32) -> Result<FlashKind> {
         1 => Ok(FlashKind::Nand),
         2 => Ok(FlashKind::Nor),
         3 => Ok(FlashKind::Block),
+        4 => Ok(FlashKind::MlcNand),
         other => Err(Error::BadImage(format!("unknown device kind {other}"))),
     }
 }
@@ -167,7 +169,7 @@ fn check_geometry(geo: &Geometry) -> Result<()> {
         FlashKind::Block => {
             block_geometry(geo.write_unit, geo.segment_size, geo.segment_count, geo.preferred_write).map(|_| ())
         }
-        FlashKind::Nand | FlashKind::Nor => {
+        FlashKind::Nand | FlashKind::Nor | FlashKind::MlcNand => {
             if geo.write_unit == 0 || !geo.segment_size.is_multiple_of(geo.write_unit) {
                 return Err(Error::InvalidGeometry(format!(
                     "segment size {} is not a multiple of the write unit {}",
