@@ -104,17 +104,25 @@ pub(crate) unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
     unsafe { bindings::kmem_cache_free(INODE_CACHE.load(Ordering::Acquire), inode.cast()) };
 }
 
+/// Write the VFS inode's attributes (all but the size) to the engine. The caller holds the
+/// engine lock (`fs`), which orders this against `setattr`: setattr changes the VFS inode and
+/// the engine under that lock, so the copy taken here is never older than what the engine
+/// holds (a copy taken before the lock could overwrite a newer chmod, chown or utimes).
+pub(crate) fn store_attrs(fs: &mut Fs, inode: &Inode) -> core::result::Result<(), EError> {
+    let (a, t) = (inode.attrs(), inode.now());
+    fs.setattr(inode.ino(), &a, t).map(|_| ())
+}
+
 /// `super_operations::write_inode`: record the VFS's timestamp and attribute updates.
 pub(crate) unsafe extern "C" fn write_inode(inode: *mut bindings::inode, _wbc: *mut bindings::writeback_control) -> c_int {
     // SAFETY: the VFS passes a live ferrofs inode.
     let inode = unsafe { Inode::from_raw(inode) };
-    let (info, ino, a, t) = (inode.info(), inode.ino(), inode.attrs(), inode.now());
-    let mut fs = info.lock();
+    let mut fs = inode.info().lock();
     if fs.is_read_only() || inode.sb().rdonly() {
         return 0;
     }
-    match fs.setattr(ino, &a, t) {
-        Ok(_) | Err(EError::NotFound) => 0,
+    match store_attrs(&mut fs, inode) {
+        Ok(()) | Err(EError::NotFound) => 0,
         Err(e) => kerr(e).to_errno(),
     }
 }
@@ -180,6 +188,10 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
             unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
             size_changed = size != old;
         }
+        // The VFS inode and the engine change together under the engine lock, so that
+        // `write_inode` (which copies under that lock) never stores an older copy after them.
+        let mut fs = info.lock();
+        let old = inode.attrs();
         // SAFETY: the inode is live and locked; `attr` was checked by `setattr_prepare`.
         unsafe { bindings::setattr_copy(idmap, inode.as_ptr(), attr) };
         if size_changed {
@@ -188,7 +200,11 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
             inode.touch_mtime_ctime();
         }
         let a = inode.attrs();
-        info.lock().setattr(ino, &a, inode.now()).map_err(kerr)?;
+        if let Err(e) = fs.setattr(ino, &a, inode.now()) {
+            // nothing half done: the VFS inode keeps what the engine keeps
+            inode.restore_attrs(&old);
+            return Err(kerr(e));
+        }
         Ok(0)
     })
 }

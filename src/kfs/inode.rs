@@ -158,6 +158,47 @@ impl Inode {
         }
     }
 
+    /// Put back attributes saved with `attrs` (mode, owner, times; `None` fields are left).
+    /// The caller holds the inode's lock.
+    pub(crate) fn restore_attrs(&self, a: &SetAttr) {
+        let p = self.as_ptr();
+        // SAFETY: the inode is live (type invariant); the caller holds its lock.
+        unsafe {
+            if let Some(m) = a.mode {
+                (*p).i_mode = m as u16;
+            }
+            if let Some(u) = a.uid {
+                shim::ferrofs_i_uid_write(p, u);
+            }
+            if let Some(g) = a.gid {
+                shim::ferrofs_i_gid_write(p, g);
+            }
+            if let Some(t) = a.atime {
+                (*p).i_atime_sec = t.sec;
+                (*p).i_atime_nsec = t.nsec;
+            }
+            if let Some(t) = a.mtime {
+                (*p).i_mtime_sec = t.sec;
+                (*p).i_mtime_nsec = t.nsec;
+            }
+            if let Some(t) = a.ctime {
+                (*p).i_ctime_sec = t.sec;
+                (*p).i_ctime_nsec = t.nsec;
+            }
+        }
+    }
+
+    /// `set_nlink` and `i_ctime` from the engine: what a rename changes in its source and
+    /// target inodes, which the VFS does not always lock (a directory renamed inside its
+    /// parent), so nothing else of theirs is written.
+    pub(crate) fn set_nlink_ctime(&self, nlink: u32, t: Timespec) {
+        // SAFETY: the inode is live (type invariant). `vfs_rename` locks the target, except a
+        // directory exchanged with another inside one parent, whose link count a rename does
+        // not change (the same value is stored again).
+        unsafe { bindings::set_nlink(self.as_ptr(), nlink) };
+        self.set_ctime(t);
+    }
+
     /// Copy attributes from the engine into the VFS inode. The size of a regular file is taken
     /// only when `with_size` (the page cache may hold data the engine has not been given yet).
     /// The caller holds the inode's lock, or the inode is new (`I_NEW`), as the VFS requires of
