@@ -43,6 +43,11 @@ impl SuperBlock {
     }
 }
 
+/// `SB_NOSEC` (include/linux/fs.h, `BIT(28)`, not in `bindings`): the VFS may mark inodes
+/// `S_NOSEC` once it found no setuid bit and no `security.capability`, so a write stops probing
+/// that xattr through the engine every time.
+pub(crate) const SB_NOSEC: kernel::ffi::c_ulong = 1 << 28;
+
 /// The `SbInfo` of a mounted superblock.
 ///
 /// # Safety
