@@ -13,7 +13,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::c_str;
 use kernel::error::from_result;
-use kernel::ffi::{c_int, c_uint};
+use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::types::ForeignOwnable;
 use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
 use crate::engine::error::Error as EError;
@@ -385,11 +386,11 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
             GFP_KERNEL,
         )?;
         // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
-        // The box is unpinned only to be stored as a raw pointer; it is never moved and is
-        // freed (in place) by `put_super`, or by `kill_sb` (`free_unmounted`) when this
-        // function fails after this point.
+        // The pinned box passes to `s_fs_info` (`ForeignOwnable`) and comes back, unmoved, in
+        // `put_super`, or in `kill_sb` (`free_unmounted`) when this function fails after this
+        // point.
         unsafe {
-            (*sb).s_fs_info = KBox::into_raw(Pin::into_inner_unchecked(info)).cast();
+            (*sb).s_fs_info = info.into_foreign() as *mut c_void;
             (*sb).s_magic = SB_MAGIC as _;
             (*sb).s_op = &OPS.sops.0;
             (*sb).s_maxbytes = MAX_FILE_SIZE as i64;
@@ -432,8 +433,9 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
         // SAFETY: the directory (or null/error pointer) was created by `start_services`.
         unsafe { shim::ferrofs_debugfs_remove(info.debugfs.swap(ptr::null_mut(), Ordering::AcqRel)) };
     }
-    // SAFETY: `s_fs_info` is the box set by `fill_super`; after this nothing uses it.
-    let info = unsafe { KBox::from_raw((*sb).s_fs_info as *mut SbInfo) };
+    // SAFETY: `s_fs_info` is the pinned box `fill_super` passed through `into_foreign`; after
+    // this nothing uses it (it is nulled below, before the box is dropped).
+    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign((*sb).s_fs_info) };
     // SAFETY: as above.
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     let index = info.mtd_index;
@@ -457,7 +459,7 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
 /// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` (no inode, no thread left).
 pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
-    let p = unsafe { (*sb).s_fs_info } as *mut SbInfo;
+    let p = unsafe { (*sb).s_fs_info };
     if p.is_null() {
         return;
     }
@@ -465,7 +467,7 @@ pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     // SAFETY: a non-null `s_fs_info` is the box `fill_super` stored; the thread and debugfs
     // directory are created only after `fill_super` can no longer fail.
-    let info = unsafe { KBox::from_raw(p) };
+    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign(p) };
     stop_bg(&info);
     drop(info);
 }

@@ -37,10 +37,11 @@ impl Inode {
         self.0.get()
     }
 
-    /// The inode number (`i_ino`, set before the inode is visible and never changed).
+    /// The engine's 64-bit inode number (set before the inode is visible and never changed;
+    /// `i_ino` holds it truncated to `unsigned long`).
     pub(crate) fn ino(&self) -> u64 {
-        // SAFETY: the inode is live (type invariant).
-        unsafe { (*self.as_ptr()).i_ino as u64 }
+        // SAFETY: a live ferrofs inode (type invariant) comes from `alloc_inode`.
+        unsafe { crate::inode::ferro_ino(self.as_ptr()) }
     }
 
     /// `i_size_read`.
