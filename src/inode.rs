@@ -7,7 +7,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
-use kernel::ffi::{c_char, c_int, c_void};
+use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 use crate::engine::error::Error as EError;
@@ -21,8 +21,12 @@ use crate::super_::Fs;
 /// Get the VFS inode for `a`, filling it from `a` if it is new. Returns a referenced inode,
 /// which the caller must hand on (`d_splice_alias`, `d_instantiate`, `d_make_root`) or `iput`.
 pub(crate) fn iget(sb: &SuperBlock, a: &EInode) -> Result<*mut bindings::inode> {
-    // SAFETY: `sb` is a mounted superblock (type invariant).
-    let inode = unsafe { bindings::iget_locked(sb.as_ptr(), a.ino as _) };
+    // The inode cache is keyed on the engine's full 64-bit number (kept in `FerroInode`), not on
+    // `i_ino`, an `unsigned long` that truncates it on 32-bit kernels; the hash may truncate.
+    let mut key = a.ino;
+    // SAFETY: `sb` is a mounted superblock (type invariant); `key` outlives the call, in which
+    // `ino_test`/`ino_set` read it.
+    let inode = unsafe { bindings::iget5_locked(sb.as_ptr(), a.ino as c_ulong, Some(ino_test), Some(ino_set), ptr::addr_of_mut!(key).cast()) };
     if inode.is_null() {
         return Err(ENOMEM);
     }
@@ -78,6 +82,38 @@ pub(crate) fn refresh(fs: &mut Fs, inode: &Inode) -> Result {
 #[repr(C)]
 pub(crate) struct FerroInode {
     vfs: Opaque<bindings::inode>,
+    /// The engine's inode number, set by `ino_set` before the inode is hashed (0 until then).
+    ino: u64,
+}
+
+/// The engine inode number of a ferrofs inode.
+///
+/// # Safety
+///
+/// `inode` is a live inode allocated by `alloc_inode` (the first field of a `FerroInode`).
+pub(crate) unsafe fn ferro_ino(inode: *mut bindings::inode) -> u64 {
+    // SAFETY: per the contract; `FerroInode` is `repr(C)` with the VFS inode first, so the
+    // pointers coincide. `ino` is written once, by `ino_set`, before the inode is visible.
+    unsafe { (*inode.cast::<FerroInode>()).ino }
+}
+
+/// `iget5_locked`'s test: whether a hashed inode of our superblock is engine inode `*data`.
+unsafe extern "C" fn ino_test(inode: *mut bindings::inode, data: *mut c_void) -> c_int {
+    // SAFETY: the VFS passes an inode of our superblock (every one is a `FerroInode`) and the
+    // `u64` key `iget` gave it.
+    unsafe { c_int::from(ferro_ino(inode) == *data.cast::<u64>()) }
+}
+
+/// `iget5_locked`'s set: a new inode (not yet visible) becomes engine inode `*data`.
+unsafe extern "C" fn ino_set(inode: *mut bindings::inode, data: *mut c_void) -> c_int {
+    // SAFETY: the VFS passes our freshly allocated `FerroInode`, under `inode_hash_lock`
+    // before anyone else can see it, and the `u64` key `iget` gave it.
+    unsafe {
+        let ino = *data.cast::<u64>();
+        (*inode.cast::<FerroInode>()).ino = ino;
+        (*inode).i_ino = ino as c_ulong;
+    }
+    0
 }
 
 pub(crate) static INODE_CACHE: AtomicPtr<bindings::kmem_cache> = AtomicPtr::new(ptr::null_mut());
@@ -94,8 +130,11 @@ pub(crate) unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *
     if p.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: `p` is a constructed object of our cache.
-    unsafe { Opaque::raw_get(ptr::addr_of!((*p).vfs)) }
+    // SAFETY: `p` is a constructed object of our cache, not yet visible to anyone.
+    unsafe {
+        ptr::addr_of_mut!((*p).ino).write(0);
+        Opaque::raw_get(ptr::addr_of!((*p).vfs))
+    }
 }
 
 pub(crate) unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
@@ -104,17 +143,25 @@ pub(crate) unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
     unsafe { bindings::kmem_cache_free(INODE_CACHE.load(Ordering::Acquire), inode.cast()) };
 }
 
+/// Write the VFS inode's attributes (all but the size) to the engine. The caller holds the
+/// engine lock (`fs`), which orders this against `setattr`: setattr changes the VFS inode and
+/// the engine under that lock, so the copy taken here is never older than what the engine
+/// holds (a copy taken before the lock could overwrite a newer chmod, chown or utimes).
+pub(crate) fn store_attrs(fs: &mut Fs, inode: &Inode) -> core::result::Result<(), EError> {
+    let (a, t) = (inode.attrs(), inode.now());
+    fs.setattr(inode.ino(), &a, t).map(|_| ())
+}
+
 /// `super_operations::write_inode`: record the VFS's timestamp and attribute updates.
 pub(crate) unsafe extern "C" fn write_inode(inode: *mut bindings::inode, _wbc: *mut bindings::writeback_control) -> c_int {
     // SAFETY: the VFS passes a live ferrofs inode.
     let inode = unsafe { Inode::from_raw(inode) };
-    let (info, ino, a, t) = (inode.info(), inode.ino(), inode.attrs(), inode.now());
-    let mut fs = info.lock();
+    let mut fs = inode.info().lock();
     if fs.is_read_only() || inode.sb().rdonly() {
         return 0;
     }
-    match fs.setattr(ino, &a, t) {
-        Ok(_) | Err(EError::NotFound) => 0,
+    match store_attrs(&mut fs, inode) {
+        Ok(()) | Err(EError::NotFound) => 0,
         Err(e) => kerr(e).to_errno(),
     }
 }
@@ -180,6 +227,10 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
             unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
             size_changed = size != old;
         }
+        // The VFS inode and the engine change together under the engine lock, so that
+        // `write_inode` (which copies under that lock) never stores an older copy after them.
+        let mut fs = info.lock();
+        let old = inode.attrs();
         // SAFETY: the inode is live and locked; `attr` was checked by `setattr_prepare`.
         unsafe { bindings::setattr_copy(idmap, inode.as_ptr(), attr) };
         if size_changed {
@@ -188,7 +239,11 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
             inode.touch_mtime_ctime();
         }
         let a = inode.attrs();
-        info.lock().setattr(ino, &a, inode.now()).map_err(kerr)?;
+        if let Err(e) = fs.setattr(ino, &a, inode.now()) {
+            // nothing half done: the VFS inode keeps what the engine keeps
+            inode.restore_attrs(&old);
+            return Err(kerr(e));
+        }
         Ok(0)
     })
 }
@@ -199,24 +254,26 @@ pub(crate) unsafe extern "C" fn get_link(dentry: *mut bindings::dentry, inode: *
         return ECHILD.to_ptr();
     }
     // SAFETY: VFS get_link contract: `inode` is a live symlink.
-    unsafe {
-        let size = (crate::engine::format::SYMLINK_MAX + 1) as usize;
-        let buf = bindings::__kmalloc_noprof(size, bindings::GFP_KERNEL) as *mut u8;
-        if buf.is_null() {
-            return ENOMEM.to_ptr();
-        }
-        let slice = core::slice::from_raw_parts_mut(buf, size - 1);
-        let inode = Inode::from_raw(inode);
-        match inode.info().lock().readlink(inode.ino(), slice) {
-            Ok(n) => {
-                *buf.add(n.min(size - 1)) = 0;
-                shim::ferrofs_set_delayed_call_kfree(done, buf.cast());
-                buf.cast()
-            }
-            Err(e) => {
-                bindings::kfree(buf.cast());
-                kerr(e).to_ptr()
-            }
-        }
+    let inode = unsafe { Inode::from_raw(inode) };
+    let size = crate::engine::format::SYMLINK_MAX + 1;
+    let mut buf = match KVec::<u8>::from_elem(0u8, size, GFP_KERNEL) {
+        Ok(b) => b,
+        Err(_) => return ENOMEM.to_ptr(),
+    };
+    let Some(target) = buf.get_mut(..size - 1) else {
+        return EINVAL.to_ptr();
+    };
+    let n = match inode.info().lock().readlink(inode.ino(), target) {
+        Ok(n) => n.min(size - 1),
+        Err(e) => return kerr(e).to_ptr(),
+    };
+    if let Some(nul) = buf.get_mut(n) {
+        *nul = 0;
     }
+    // A `KVec` is kmalloc'ed (`Kmalloc`), so the VFS's `kfree_link` frees it with `kfree`.
+    let (p, _len, _cap) = buf.into_raw_parts();
+    // SAFETY: `done` is the VFS's delayed call for this lookup; it takes over `p` and frees
+    // it with `kfree` once the VFS is done with the target string.
+    unsafe { shim::ferrofs_set_delayed_call_kfree(done, p.cast()) };
+    p.cast()
 }

@@ -212,10 +212,14 @@ pub(crate) unsafe extern "C" fn rename(
         if ndir != odir {
             refresh(&mut fs, ndir_i)?;
         }
-        refresh(&mut fs, old)?;
+        // The source is not locked by the VFS when a directory is renamed inside its parent
+        // (`vfs_rename`), so only what the rename changed is copied: its ctime. Copying all of
+        // its attributes could overwrite those of a chmod or utimes racing with the rename.
+        let a = fs.getattr(old.ino()).map_err(kerr)?;
+        old.set_ctime(a.ctime);
         if let Some(target) = target {
             match fs.getattr(target.ino()) {
-                Ok(a) if a.nlink > 0 => target.set_attrs(&a, false),
+                Ok(a) if a.nlink > 0 => target.set_nlink_ctime(a.nlink, a.ctime),
                 _ => target.clear_nlink(),
             }
         }

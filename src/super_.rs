@@ -13,7 +13,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::c_str;
 use kernel::error::from_result;
-use kernel::ffi::{c_int, c_uint};
+use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::types::ForeignOwnable;
 use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
 use crate::engine::error::Error as EError;
@@ -25,7 +26,7 @@ use crate::shim;
 use crate::bg::{start_bg, stop_bg, DEBUGFS_ROOT, STAT_NAMES};
 use crate::context::{fc_opts, MountOpts};
 use crate::inode::{iget, inode_ctor, FerroInode, INODE_CACHE};
-use crate::kfs::{kerr, sbi, SuperBlock};
+use crate::kfs::{kerr, sbi, SuperBlock, SB_NOSEC};
 use crate::ops::OPS;
 
 /// The engine as the kernel instantiates it.
@@ -44,8 +45,102 @@ pub(crate) struct SbInfo {
     pub(crate) debugfs: AtomicPtr<bindings::dentry>,
     /// Statistics published in debugfs (refreshed every second, at sync and at unmount).
     pub(crate) stats: [AtomicU64; STAT_NAMES.len()],
+    /// Engine lock hold and wait times (published in debugfs with the statistics).
+    pub(crate) lockstat: LockStats,
     /// Counts this state in `LIVE_SUPERBLOCKS` while it exists.
     live: LiveToken,
+}
+
+/// Buckets of a latency histogram: 4 per power of two (about 19 % wide) up to 2^40 ns.
+const HIST_BUCKETS: usize = 160;
+
+/// A lock-free latency histogram in nanoseconds.
+pub(crate) struct Hist {
+    buckets: [AtomicU64; HIST_BUCKETS],
+    max: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Hist {
+    const fn new() -> Self {
+        Hist { buckets: [const { AtomicU64::new(0) }; HIST_BUCKETS], max: AtomicU64::new(0), count: AtomicU64::new(0) }
+    }
+
+    /// Bucket of `ns`: exact below 4, then 4 buckets per power of two.
+    fn bucket(ns: u64) -> usize {
+        if ns < 4 {
+            return ns as usize;
+        }
+        let l = 63 - ns.leading_zeros() as usize;
+        let sub = ((ns >> (l - 2)) & 3) as usize;
+        ((l - 1) * 4 + sub).min(HIST_BUCKETS - 1)
+    }
+
+    /// The largest value that falls in bucket `b`.
+    fn upper(b: usize) -> u64 {
+        if b < 4 {
+            return b as u64;
+        }
+        let l = b / 4 + 1;
+        let sub = (b % 4) as u64;
+        ((4 + sub + 1) << (l - 2)) - 1
+    }
+
+    fn record(&self, ns: u64) {
+        if let Some(slot) = self.buckets.get(Self::bucket(ns)) {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+        self.max.fetch_max(ns, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An upper bound of the `per_mille`/1000 quantile (the top of its bucket, at most the max).
+    fn quantile(&self, per_mille: u64) -> u64 {
+        let total: u64 = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).fold(0, u64::saturating_add);
+        if total == 0 {
+            return 0;
+        }
+        let rank = total.saturating_mul(per_mille).div_ceil(1000).max(1);
+        let mut seen = 0u64;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen = seen.saturating_add(b.load(Ordering::Relaxed));
+            if seen >= rank {
+                return Self::upper(i).min(self.max.load(Ordering::Relaxed));
+            }
+        }
+        self.max.load(Ordering::Relaxed)
+    }
+}
+
+/// Engine lock timings: how long it is held per acquisition and how long takers wait for it.
+pub(crate) struct LockStats {
+    pub(crate) hold: Hist,
+    pub(crate) wait: Hist,
+}
+
+impl LockStats {
+    const fn new() -> Self {
+        LockStats { hold: Hist::new(), wait: Hist::new() }
+    }
+
+    /// The published figures, in `LOCK_STAT_NAMES` order.
+    pub(crate) fn figures(&self) -> [u64; 7] {
+        [
+            self.hold.count.load(Ordering::Relaxed),
+            self.hold.max.load(Ordering::Relaxed),
+            self.hold.quantile(990),
+            self.hold.quantile(999),
+            self.wait.max.load(Ordering::Relaxed),
+            self.wait.quantile(990),
+            self.wait.quantile(999),
+        ]
+    }
+}
+
+/// Monotonic time in nanoseconds.
+fn now_ns() -> u64 {
+    // SAFETY: `ktime_get` has no preconditions (timekeeping is up before any mount).
+    unsafe { bindings::ktime_get() as u64 }
 }
 
 /// Per-superblock states alive (published as /sys/kernel/debug/ferrofs/live_superblocks): with
@@ -68,10 +163,12 @@ impl Drop for LiveToken {
     }
 }
 
-/// The engine, locked, inside a `memalloc_nofs` scope.
+/// The engine, locked, inside a `memalloc_nofs` scope. Its drop records the hold time.
 pub(crate) struct Locked<'a> {
     guard: Guard<'a, Fs, MutexBackend>,
     nofs: c_uint,
+    stats: &'a LockStats,
+    since: u64,
 }
 
 impl core::ops::Deref for Locked<'_> {
@@ -89,6 +186,8 @@ impl core::ops::DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // taken before the guard's own drop unlocks: the whole hold is counted
+        self.stats.hold.record(now_ns().saturating_sub(self.since));
         // SAFETY: restores the flags saved by the matching `memalloc_nofs_save` in `lock`.
         unsafe { shim::ferrofs_memalloc_nofs_restore(self.nofs) };
     }
@@ -103,6 +202,9 @@ impl SbInfo {
             s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments,
             f.corrected_reads, f.uncorrectable_reads, f.scrubbed_segments, f.program_failures, f.erase_failures, f.io_errors,
         ];
+        let (hits, misses) = fs.icache_stats();
+        let lock = self.lockstat.figures();
+        let vals = Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock);
         for (slot, v) in self.stats.iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -111,7 +213,11 @@ impl SbInfo {
     pub(crate) fn lock(&self) -> Locked<'_> {
         // SAFETY: always paired with the restore in `Locked::drop`.
         let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
-        Locked { guard: self.engine.lock(), nofs }
+        let t0 = now_ns();
+        let guard = self.engine.lock();
+        let since = now_ns();
+        self.lockstat.wait.record(since.saturating_sub(t0));
+        Locked { guard, nofs, stats: &self.lockstat, since }
     }
 }
 
@@ -274,22 +380,24 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
                 bg: AtomicPtr::new(ptr::null_mut()),
                 debugfs: AtomicPtr::new(ptr::null_mut()),
                 stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+                lockstat: LockStats::new(),
                 live: LiveToken::new(),
             }),
             GFP_KERNEL,
         )?;
         // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
-        // The box is unpinned only to be stored as a raw pointer; it is never moved and is
-        // freed (in place) by `put_super`, or by `kill_sb` (`free_unmounted`) when this
-        // function fails after this point.
+        // The pinned box passes to `s_fs_info` (`ForeignOwnable`) and comes back, unmoved, in
+        // `put_super`, or in `kill_sb` (`free_unmounted`) when this function fails after this
+        // point.
         unsafe {
-            (*sb).s_fs_info = KBox::into_raw(Pin::into_inner_unchecked(info)).cast();
+            (*sb).s_fs_info = info.into_foreign() as *mut c_void;
             (*sb).s_magic = SB_MAGIC as _;
             (*sb).s_op = &OPS.sops.0;
             (*sb).s_maxbytes = MAX_FILE_SIZE as i64;
             (*sb).s_blocksize = 4096;
             (*sb).s_blocksize_bits = 12;
             (*sb).s_time_gran = 1;
+            (*sb).s_flags |= SB_NOSEC;
             shim::ferrofs_sb_set_xattr(sb);
         }
         // SAFETY: `sb` is set up with a valid `s_fs_info`.
@@ -325,8 +433,9 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
         // SAFETY: the directory (or null/error pointer) was created by `start_services`.
         unsafe { shim::ferrofs_debugfs_remove(info.debugfs.swap(ptr::null_mut(), Ordering::AcqRel)) };
     }
-    // SAFETY: `s_fs_info` is the box set by `fill_super`; after this nothing uses it.
-    let info = unsafe { KBox::from_raw((*sb).s_fs_info as *mut SbInfo) };
+    // SAFETY: `s_fs_info` is the pinned box `fill_super` passed through `into_foreign`; after
+    // this nothing uses it (it is nulled below, before the box is dropped).
+    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign((*sb).s_fs_info) };
     // SAFETY: as above.
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     let index = info.mtd_index;
@@ -350,7 +459,7 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
 /// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` (no inode, no thread left).
 pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
-    let p = unsafe { (*sb).s_fs_info } as *mut SbInfo;
+    let p = unsafe { (*sb).s_fs_info };
     if p.is_null() {
         return;
     }
@@ -358,7 +467,7 @@ pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
     // SAFETY: a non-null `s_fs_info` is the box `fill_super` stored; the thread and debugfs
     // directory are created only after `fill_super` can no longer fail.
-    let info = unsafe { KBox::from_raw(p) };
+    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign(p) };
     stop_bg(&info);
     drop(info);
 }

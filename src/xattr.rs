@@ -8,7 +8,7 @@ use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
-use crate::engine::format::{Timespec, XATTR_VALUE_MAX};
+use crate::engine::format::Timespec;
 use crate::shim;
 use crate::inode::refresh;
 use crate::kfs::{cstr, kerr, Dentry, Inode};
@@ -92,17 +92,19 @@ pub(crate) unsafe extern "C" fn ferrofs_xattr_get(
         let mut full = [0u8; 256];
         // SAFETY: the VFS passes our handler and a NUL-terminated name.
         let len = unsafe { xattr_name(h, name, &mut full)? };
-        let mut val = KVVec::<u8>::from_elem(0u8, XATTR_VALUE_MAX, GFP_KERNEL)?;
         // SAFETY: the VFS passes a live ferrofs inode.
         let inode = unsafe { Inode::from_raw(inode) };
-        let n = inode.info().lock().getxattr(inode.ino(), &full[..len], val.as_mut_slice()).map_err(kerr)?;
-        if size != 0 {
-            if n > size {
-                return Err(ERANGE);
-            }
-            // SAFETY: `buffer` has room for `size >= n` bytes (a kernel buffer from vfs_getxattr).
-            unsafe { ptr::copy_nonoverlapping(val.as_ptr(), buffer as *mut u8, n) };
-        }
+        let name = &full[..len];
+        let n = if size == 0 || buffer.is_null() {
+            // the size probe (file_remove_privs, getxattr(2) with size 0): no buffer at all
+            inode.info().lock().getxattr_len(inode.ino(), name).map_err(kerr)?
+        } else {
+            // SAFETY: `buffer` is a kernel buffer of `size` bytes (vfs_getxattr, or an
+            // in-kernel caller), not user memory: the engine fills it directly (ERANGE if the
+            // value is longer).
+            let out = unsafe { core::slice::from_raw_parts_mut(buffer as *mut u8, size) };
+            inode.info().lock().getxattr(inode.ino(), name, out).map_err(kerr)?
+        };
         Ok(n as c_int)
     })
 }

@@ -97,10 +97,10 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) buf: P::Vec<u8>,
     pub(crate) buf2: P::Vec<u8>,
     pub(crate) opts: MountOptions,
-    in_checkpoint: bool,
+    pub(crate) in_checkpoint: bool,
     /// Segments holding the segment table of the newest checkpoint: never freed before the
     /// next checkpoint.
-    pinned: P::Vec<u32>,
+    pub(crate) pinned: P::Vec<u32>,
     /// Records the last mount's roll-forward dropped: after a gap in the sequence numbers, of an
     /// incomplete group, or of an inode without an inode record.
     dropped: u64,
@@ -1542,7 +1542,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         fixed.max(scaled)
     }
 
-    fn pending_free(&self) -> u32 {
+    pub(crate) fn pending_free(&self) -> u32 {
         let pinned = self.pinned.as_slice();
         let n = self.log.segs.len() as u32;
         (0..n)
@@ -1570,11 +1570,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.segs.as_slice().iter().fold(0u64, |a, s| a.saturating_add(u64::from(s.live)))
     }
 
-    fn is_head_seg(&self, s: u32) -> bool {
+    pub(crate) fn is_head_seg(&self, s: u32) -> bool {
         self.log.heads.iter().any(|h| h.seg == s || h.next == s)
     }
 
-    fn pick_victim(&self, background: bool, max_live: u32, greedy: bool) -> Option<u32> {
+    pub(crate) fn pick_victim(&self, background: bool, max_live: u32, greedy: bool) -> Option<u32> {
         let ss = u64::from(self.sb.segment_size);
         let now = self.log.next_seq;
         let mut best: Option<(u32, u64)> = None;
@@ -1699,7 +1699,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         (bytes.div_ceil(ss) as u32).saturating_add(1)
     }
 
-    fn main_segments(&self) -> u64 {
+    pub(crate) fn main_segments(&self) -> u64 {
         self.log
             .segs
             .as_slice()
@@ -1708,7 +1708,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             .fold(0u64, |a, _| a.saturating_add(1))
     }
 
-    fn wear_spread(&self) -> u32 {
+    pub(crate) fn wear_spread(&self) -> u32 {
         let mut lo = u32::MAX;
         let mut hi = 0u32;
         for s in self.log.segs.as_slice() {
@@ -1836,7 +1836,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
-    fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {
+    pub(crate) fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
                 if self.idx_get(&h.key)? == Some(loc) {

@@ -37,10 +37,11 @@ impl Inode {
         self.0.get()
     }
 
-    /// The inode number (`i_ino`, set before the inode is visible and never changed).
+    /// The engine's 64-bit inode number (set before the inode is visible and never changed;
+    /// `i_ino` holds it truncated to `unsigned long`).
     pub(crate) fn ino(&self) -> u64 {
-        // SAFETY: the inode is live (type invariant).
-        unsafe { (*self.as_ptr()).i_ino as u64 }
+        // SAFETY: a live ferrofs inode (type invariant) comes from `alloc_inode`.
+        unsafe { crate::inode::ferro_ino(self.as_ptr()) }
     }
 
     /// `i_size_read`.
@@ -156,6 +157,47 @@ impl Inode {
                 flags: None,
             }
         }
+    }
+
+    /// Put back attributes saved with `attrs` (mode, owner, times; `None` fields are left).
+    /// The caller holds the inode's lock.
+    pub(crate) fn restore_attrs(&self, a: &SetAttr) {
+        let p = self.as_ptr();
+        // SAFETY: the inode is live (type invariant); the caller holds its lock.
+        unsafe {
+            if let Some(m) = a.mode {
+                (*p).i_mode = m as u16;
+            }
+            if let Some(u) = a.uid {
+                shim::ferrofs_i_uid_write(p, u);
+            }
+            if let Some(g) = a.gid {
+                shim::ferrofs_i_gid_write(p, g);
+            }
+            if let Some(t) = a.atime {
+                (*p).i_atime_sec = t.sec;
+                (*p).i_atime_nsec = t.nsec;
+            }
+            if let Some(t) = a.mtime {
+                (*p).i_mtime_sec = t.sec;
+                (*p).i_mtime_nsec = t.nsec;
+            }
+            if let Some(t) = a.ctime {
+                (*p).i_ctime_sec = t.sec;
+                (*p).i_ctime_nsec = t.nsec;
+            }
+        }
+    }
+
+    /// `set_nlink` and `i_ctime` from the engine: what a rename changes in its source and
+    /// target inodes, which the VFS does not always lock (a directory renamed inside its
+    /// parent), so nothing else of theirs is written.
+    pub(crate) fn set_nlink_ctime(&self, nlink: u32, t: Timespec) {
+        // SAFETY: the inode is live (type invariant). `vfs_rename` locks the target, except a
+        // directory exchanged with another inside one parent, whose link count a rename does
+        // not change (the same value is stored again).
+        unsafe { bindings::set_nlink(self.as_ptr(), nlink) };
+        self.set_ctime(t);
     }
 
     /// Copy attributes from the engine into the VFS inode. The size of a regular file is taken

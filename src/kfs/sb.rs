@@ -2,8 +2,10 @@
 
 //! `SuperBlock`: a mounted ferrofs superblock.
 
+use core::pin::Pin;
+use kernel::alloc::KBox;
 use kernel::bindings;
-use kernel::types::Opaque;
+use kernel::types::{ForeignOwnable, Opaque};
 
 use crate::super_::SbInfo;
 use crate::shim;
@@ -32,8 +34,10 @@ impl SuperBlock {
 
     /// The per-superblock state.
     pub(crate) fn info(&self) -> &SbInfo {
-        // SAFETY: `s_fs_info` is the live `SbInfo` (type invariant).
-        unsafe { &*((*self.as_ptr()).s_fs_info as *const SbInfo) }
+        // SAFETY: `s_fs_info` is the live pinned box of `SbInfo` that `fill_super` passed
+        // through `into_foreign` and `put_super` takes back after the superblock's last use
+        // (type invariant), so it outlives `&self`.
+        unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::borrow((*self.as_ptr()).s_fs_info) }.get_ref()
     }
 
     /// Whether the superblock is mounted read-only (`sb_rdonly`).
@@ -42,6 +46,11 @@ impl SuperBlock {
         unsafe { shim::ferrofs_sb_rdonly(self.as_ptr()) }
     }
 }
+
+/// `SB_NOSEC` (include/linux/fs.h, `BIT(28)`, not in `bindings`): the VFS may mark inodes
+/// `S_NOSEC` once it found no setuid bit and no `security.capability`, so a write stops probing
+/// that xattr through the engine every time.
+pub(crate) const SB_NOSEC: kernel::ffi::c_ulong = 1 << 28;
 
 /// The `SbInfo` of a mounted superblock.
 ///

@@ -8,6 +8,7 @@
 //! ferrofs-fstest lifecycle freeze DIR | thaw DIR             FIFREEZE / FITHAW
 //! ferrofs-fstest lifecycle xattr-visibility DIR              trusted.* hidden from uid 65534
 //! ferrofs-fstest lifecycle umount-timed DIR --source MTD [--rounds R] [--wait-ms N] [--max-ms M]
+//! ferrofs-fstest lifecycle attr-race DIR [--rounds R]        chmod racing write_inode (below)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -95,6 +96,7 @@ pub fn main(args: &[String]) -> i32 {
         },
         "xattr-visibility" => xattr_visibility(&o.dir),
         "umount-timed" => umount_timed(&o),
+        "attr-race" => attr_race(&o),
         other => {
             eprintln!("ferrofs-fstest lifecycle: unknown subcommand {other}");
             2
@@ -292,5 +294,93 @@ fn umount_timed(o: &Opts) -> i32 {
         best = best.min(ms);
     }
     r.check(&format!("the fastest of {} unmounts within {} ms", o.rounds, o.max_ms), best <= o.max_ms, format!("<= {} ms", o.max_ms), format!("{best} ms"));
+    r.finish()
+}
+
+/// chmod racing the write-back of the same inode's attributes: one thread chmods a file through
+/// many modes while another keeps dirtying the inode (a write updates its mtime) and writing it
+/// back (syncfs: `write_inode`). A `write_inode` that copied the attributes before the chmod
+/// but stored them after it would leave the engine with an older mode and a clean inode; the
+/// mode is then read back from the engine (caches dropped: the inode is evicted and read again)
+/// and must be the last one set. R rounds (default 1), each of at least 200 chmods and lasting
+/// until 3 write-backs ran (at most 30 s).
+fn attr_race(o: &Opts) -> i32 {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let mut r = Report::new();
+    let path = o.dir.join("attr-race");
+    let rounds = o.rounds.max(1);
+    let mut stale = 0u64;
+    let mut syncs_total = 0u64;
+    let mut chmods_total = 0u64;
+    for round in 0..rounds {
+        let Some(fd) = r.ok("create attr-race", sys::open(&path, libc::O_RDWR | libc::O_CREAT, 0o644)) else {
+            return r.finish();
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let syncs = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (stop, syncs, path) = (stop.clone(), syncs.clone(), path.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let fd = sys::open(&path, libc::O_RDWR, 0).map_err(|e| format!("open: {e}"))?;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    fd.pwrite(&i.to_le_bytes(), 0).map_err(|e| format!("pwrite: {e}"))?;
+                    fd.syncfs().map_err(|e| format!("syncfs: {e}"))?;
+                    syncs.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+                Ok(())
+            })
+        };
+        let mut last = 0u32;
+        let mut err = None;
+        // at least 200 chmods, and on until the writer wrote the inode back 3 times (a syncfs
+        // is a checkpoint, far slower than a chmod), at most 30 s
+        let t0 = Instant::now();
+        let mut i = 0u32;
+        while i < 200 || (syncs.load(Ordering::Relaxed) < 3 && t0.elapsed() < Duration::from_secs(30)) {
+            i += 1;
+            // consecutive modes differ (steps of 37 modulo 0o400), all readable by the owner
+            last = 0o400 | ((i.wrapping_mul(37).wrapping_add(round as u32)) % 0o400);
+            if let Err(e) = fd.fchmod(last) {
+                err = Some(e);
+                break;
+            }
+        }
+        chmods_total += u64::from(i);
+        stop.store(true, Ordering::Relaxed);
+        let wr = writer.join().unwrap_or_else(|_| Err("writer thread panicked".into()));
+        syncs_total += syncs.load(Ordering::Relaxed);
+        if let Some(e) = err {
+            r.fail(&format!("fchmod (round {round})"), "success", e);
+            return r.finish();
+        }
+        if let Err(e) = wr {
+            r.fail(&format!("writer (round {round})"), "success", e);
+            return r.finish();
+        }
+        drop(fd);
+        if !sys::drop_caches() {
+            r.fail("drop caches", "dropped", "not root or no /proc");
+            return r.finish();
+        }
+        match sys::stat(&path) {
+            Ok(st) => {
+                let got = st.st_mode & 0o7777;
+                if got != last {
+                    stale += 1;
+                    r.fail(&format!("mode after round {round} read back"), format!("{last:o}"), format!("{got:o}"));
+                }
+            }
+            Err(e) => {
+                r.fail(&format!("stat (round {round})"), "success", e);
+                return r.finish();
+            }
+        }
+    }
+    r.note(format!("{rounds} rounds: {chmods_total} chmods against {syncs_total} write+syncfs"));
+    r.check(&format!("the last chmod of each of {rounds} rounds survives write-back"), stale == 0, "0 stale", format!("{stale} stale"));
+    r.check("write-back ran during the chmods (3 per round)", syncs_total >= 3 * rounds, format!(">= {} syncfs", 3 * rounds), syncs_total);
     r.finish()
 }
