@@ -115,6 +115,14 @@ pub struct Engine<P: Platform, F: Flash> {
     failed_before_ro: bool,
     /// Unknown read-only-compatible features: never writable.
     ro_compat_unknown: bool,
+    /// Bytes reserved outside the engine (write-back budget, see `writeback.rs`).
+    pub(crate) reserved: u64,
+    /// The inode cache (`writeback.rs`): fixed size, allocated on first use.
+    pub(crate) icache: P::Vec<crate::engine::writeback::ICacheSlot>,
+    pub(crate) icache_hits: u64,
+    pub(crate) icache_misses: u64,
+    /// Inode records written since the mount (measurements).
+    pub(crate) inode_records: u64,
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -230,6 +238,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             mount_pending: false,
             failed_before_ro: false,
             ro_compat_unknown: false,
+            reserved: 0,
+            icache: P::Vec::new(),
+            icache_hits: 0,
+            icache_misses: 0,
+            inode_records: 0,
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -339,6 +352,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             mount_pending: false,
             failed_before_ro: false,
             ro_compat_unknown: ro,
+            reserved: 0,
+            icache: P::Vec::new(),
+            icache_hits: 0,
+            icache_misses: 0,
+            inode_records: 0,
         };
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
@@ -1002,7 +1020,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         ino.encode(&mut p)?;
         let key = Key::new(ino.ino, kind::INODE, 0);
         let loc = self.log.append(HEAD_META, rtype::INODE, flags, key, &p)?;
-        self.idx_set(key, loc)
+        self.icache_forget(ino.ino);
+        self.inode_records = self.inode_records.saturating_add(1);
+        self.idx_set(key, loc)?;
+        self.icache_put(loc, ino);
+        Ok(())
     }
 
     /// Append a keyed record and index it.
@@ -1253,6 +1275,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Delete every record of inode `ino` and its orphan entry (one atomic group).
     pub(crate) fn destroy_inode(&mut self, ino: u64) -> Result<()> {
+        self.icache_forget(ino);
         self.delete_range(Key::new(ino, 0, 0), Key::new(ino, u8::MAX, u64::MAX), FLAG_CONT)?;
         let ok = Key::new(0, kind::ORPHAN, ino);
         self.delete_range(ok, ok, 0)
@@ -1605,6 +1628,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
                 if self.idx_get(&h.key)? == Some(loc) {
+                    if h.rtype == rtype::INODE {
+                        self.icache_forget(h.key.ino);
+                    }
                     let payload = rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
                     let head = if h.rtype == rtype::DATA { HEAD_COLD } else { HEAD_META };
                     let nl = self.log.append(head, h.rtype, 0, h.key, payload)?;

@@ -7,6 +7,7 @@
 //! Entry points: [`fs::Engine::format`], [`fs::Engine::mount`], then the methods of
 //! [`fs::Engine`] (POSIX operations in `posix.rs`).
 
+pub mod budget;
 pub mod codec;
 pub mod crc;
 pub mod error;
@@ -18,7 +19,9 @@ pub mod index;
 pub mod log;
 pub mod platform;
 pub mod posix;
+pub mod writeback;
 
+pub use budget::Budget;
 pub use error::{Error, Result};
 pub use flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
 pub use format::{FileType, Inode, Stats, Timespec};

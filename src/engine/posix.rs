@@ -106,7 +106,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn check_capacity(&self, extra: u64) -> Result<()> {
-        if self.live_bytes().saturating_add(extra) > self.capacity_bytes() {
+        if self.live_bytes().saturating_add(extra).saturating_add(self.reserved_space()) > self.capacity_bytes() {
             return Err(Error::NoSpace);
         }
         Ok(())
@@ -114,17 +114,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Read inode `ino`.
     pub fn getattr(&mut self, ino: u64) -> Result<Inode> {
-        let key = Key::new(ino, kind::INODE, 0);
-        match self.read_key(&key)? {
-            Some(_) => {
-                let i = Inode::decode(self.payload())?;
-                if i.ino != ino {
-                    return Err(Error::Corrupt);
-                }
-                Ok(i)
-            }
-            None => Err(Error::NotFound),
-        }
+        // through the inode cache (writeback.rs): no flash read while the record is unchanged
+        self.getattr_cached(ino)
     }
 
     fn dir_inode(&mut self, ino: u64) -> Result<Inode> {
@@ -312,6 +303,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Ok(_) => return Err(Error::Exists),
             Err(k) => k,
         };
+        self.check_reserved((3 * REC_HDR + NAME_MAX + 10 + 2 * crate::engine::format::INODE_SIZE) as u64)?;
         i.nlink += 1;
         i.ctime = now;
         self.write_dent(dir, key, ino, dtype_of(i.mode), name, FLAG_CONT)?;
@@ -632,7 +624,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Cut the file's data at byte `at`: drop blocks past it and zero the tail of the block
     /// containing it. Records go to the metadata head with `flags` on the last one.
-    fn cut_data(&mut self, ino: u64, at: u64, flags: u8) -> Result<()> {
+    pub(crate) fn cut_data(&mut self, ino: u64, at: u64, flags: u8) -> Result<()> {
         let blk = at / BS;
         let r = (at % BS) as usize;
         let first_dead = if r == 0 { blk } else { blk.saturating_add(1) };
@@ -669,7 +661,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::Invalid);
         }
         // short write when the filesystem is nearly full
-        let room = self.capacity_bytes().saturating_sub(self.live_bytes()).saturating_sub(4096);
+        let room = self
+            .capacity_bytes()
+            .saturating_sub(self.live_bytes())
+            .saturating_sub(self.reserved_space())
+            .saturating_sub(4096);
         if room == 0 && !data.is_empty() {
             return Err(Error::NoSpace);
         }
@@ -762,6 +758,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             if sz > MAX_FILE_SIZE {
                 return Err(Error::FileTooBig);
+            }
+            if sz > i.size {
+                // growing takes no data space, but an inode record: not out of reserved space
+                self.check_reserved((REC_HDR + crate::engine::format::INODE_SIZE) as u64)?;
             }
             if sz != i.size {
                 self.cut_data(ino, sz.min(i.size), FLAG_CONT)?;
@@ -889,6 +889,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 k
             }
         };
+        self.check_reserved((2 * REC_HDR + 1 + name.len() + value.len() + crate::engine::format::INODE_SIZE) as u64)?;
         let mut p = core::mem::replace(&mut self.buf2, P::Vec::new());
         p.clear();
         let res = p
