@@ -16,6 +16,7 @@ use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint};
 use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
+use crate::engine::budget::Budget;
 use crate::engine::error::Error as EError;
 use crate::engine::format::{MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
@@ -44,6 +45,10 @@ pub(crate) struct SbInfo {
     pub(crate) debugfs: AtomicPtr<bindings::dentry>,
     /// Statistics published in debugfs (refreshed every second, at sync and at unmount).
     pub(crate) stats: [AtomicU64; STAT_NAMES.len()],
+    /// The write-back budget (issue 10): space reserved for dirty folios and inodes, outside
+    /// the engine lock. `Locked` hands the reservation to the engine when it locks and
+    /// publishes the engine's `budget_avail` when it unlocks.
+    pub(crate) budget: Budget,
     /// Counts this state in `LIVE_SUPERBLOCKS` while it exists.
     live: LiveToken,
 }
@@ -71,6 +76,7 @@ impl Drop for LiveToken {
 /// The engine, locked, inside a `memalloc_nofs` scope.
 pub(crate) struct Locked<'a> {
     guard: Guard<'a, Fs, MutexBackend>,
+    budget: &'a Budget,
     nofs: c_uint,
 }
 
@@ -89,6 +95,8 @@ impl core::ops::DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // still under the lock: what the budget may hand out after this operation
+        self.budget.publish(self.guard.budget_avail());
         // SAFETY: restores the flags saved by the matching `memalloc_nofs_save` in `lock`.
         unsafe { shim::ferrofs_memalloc_nofs_restore(self.nofs) };
     }
@@ -111,7 +119,10 @@ impl SbInfo {
     pub(crate) fn lock(&self) -> Locked<'_> {
         // SAFETY: always paired with the restore in `Locked::drop`.
         let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
-        Locked { guard: self.engine.lock(), nofs }
+        let mut guard = self.engine.lock();
+        // space consumers other than write-back must leave the reserved space alone
+        guard.set_reserved(self.budget.reserved());
+        Locked { guard, budget: &self.budget, nofs }
     }
 }
 
@@ -274,6 +285,7 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
                 bg: AtomicPtr::new(ptr::null_mut()),
                 debugfs: AtomicPtr::new(ptr::null_mut()),
                 stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+                budget: Budget::new(),
                 live: LiveToken::new(),
             }),
             GFP_KERNEL,
@@ -367,10 +379,12 @@ pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
 pub(crate) unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::kstatfs) -> c_int {
     // SAFETY: the VFS passes a valid dentry of a mounted ferrofs.
     let info = unsafe { sbi((*dentry).d_sb) };
-    let (st, serial) = {
+    let (mut st, serial) = {
         let fs = info.lock();
         (fs.statfs(), fs.serial())
     };
+    // space the write-back budget holds for dirty data is not free
+    st.blocks_free = st.blocks_free.saturating_sub(info.budget.reserved().div_ceil(u64::from(st.block_size.max(1))));
     // Inodes are allocated from free space: as many more as there are free blocks.
     // SAFETY: `buf` is the kstatfs the VFS asks us to fill.
     unsafe {
