@@ -9,6 +9,7 @@
 //! - a crash enumeration over write-back workloads: after a cut each block holds an old or a
 //!   new content, the on-flash size never covers a block not written, and everything written
 //!   before the last fsync/sync is intact.
+#![allow(clippy::needless_range_loop)]
 
 use ferrofs_engine::format::{S_IFREG, BLOCK_SIZE};
 use ferrofs_engine::{Budget, CreateArgs, Error, MountOptions, SetAttr, Timespec, ROOT_INO};
