@@ -110,18 +110,24 @@ fn try_budget(inode: &Inode, size: usize) -> bool {
 /// blocks they replace), then checkpoint (which drops the index growth the budget holds back
 /// for dirty index nodes). The caller holds no folio lock.
 fn make_free_space(inode: &Inode) {
-    let _ = inode.write_and_wait();
     let sb = inode.sb();
-    // SAFETY: `sb` is mounted (the inode is live); `writeback_inodes_sb` requires `s_umount`
-    // held, which we take for reading as UBIFS's `shrink_liability` does (write(2) and page
-    // faults never hold it).
-    unsafe {
-        bindings::down_read(&mut (*sb.as_ptr()).s_umount);
-        bindings::writeback_inodes_sb(sb.as_ptr(), bindings::wb_reason_WB_REASON_FS_FREE_SPACE);
-        bindings::up_read(&mut (*sb.as_ptr()).s_umount);
+    let info = sb.info();
+    // Each step only where it can gain something, so that repeated ENOSPC on a full
+    // filesystem stays cheap: write-back only while something is reserved, a checkpoint only
+    // while index nodes are dirty.
+    if info.budget.reserved() > 0 {
+        let _ = inode.write_and_wait();
+        // SAFETY: `sb` is mounted (the inode is live); `writeback_inodes_sb` requires `s_umount`
+        // held, which we take for reading as UBIFS's `shrink_liability` does (write(2) and page
+        // faults never hold it).
+        unsafe {
+            bindings::down_read(&mut (*sb.as_ptr()).s_umount);
+            bindings::writeback_inodes_sb(sb.as_ptr(), bindings::wb_reason_WB_REASON_FS_FREE_SPACE);
+            bindings::up_read(&mut (*sb.as_ptr()).s_umount);
+        }
     }
-    let mut fs = sb.info().lock();
-    if !fs.is_read_only() && !fs.is_failed() {
+    let mut fs = info.lock();
+    if !fs.is_read_only() && !fs.is_failed() && fs.budget_figures().2 > 0 {
         let _ = fs.sync();
     }
     // dropping `fs` publishes the new `budget_avail`
