@@ -1,22 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The address space operations: `read_folio`, `readahead`, `write_begin`/`write_end`,
-//! `writepages`.
+//! `writepages`, `invalidate_folio`/`release_folio`, and `page_mkwrite` for shared mappings.
 //!
-//! Data path: `write_iter` goes through the page cache (`generic_file_write_iter`), and
-//! `write_end` hands the copied bytes to the engine at once (write-through), so ENOSPC and I/O
-//! errors reach the writer; the folio stays clean. Shared writable mappings dirty folios, which
-//! `writepages` hands to the engine.
+//! Data path (delayed allocation, as UBIFS; docs/kernel.md "Write-back"): `write_begin`
+//! reserves the worst-case log space of the folio it hands out (`BUDGET_PER_BLOCK`, and once per
+//! dirtied inode `BUDGET_PER_INODE`) from the superblock's `Budget`, lock-free and outside the
+//! engine lock, and marks the folio as budgeted (PG_private), so a re-dirtied folio is never
+//! charged twice. When the reservation fails it writes back dirty data and checkpoints, tries
+//! once more, and then returns ENOSPC to write(2). `write_end` only copies and marks the folio
+//! and the inode dirty: no engine call, no flash I/O. `writepages` gives each run of contiguous
+//! dirty folios to the engine as one `write_blocks` call and releases their budget.
 
 use core::ptr;
+use core::sync::atomic::Ordering;
 
 use kernel::bindings;
 use kernel::ffi::{c_int, c_uint, c_void};
 use kernel::prelude::*;
 
-use crate::kfs::{kerr, kerr_data, Inode, LockedFolio};
+use crate::engine::error::Error as EError;
+use crate::engine::format::BLOCK_SIZE;
+use crate::engine::writeback::{BUDGET_PER_BLOCK, BUDGET_PER_INODE};
+use crate::kfs::{clear_budget_mark, kerr, kerr_data, Inode, LockedFolio};
 use crate::shim;
-use crate::super_::Fs;
+use crate::super_::{Fs, SbInfo};
+
+const BS: usize = BLOCK_SIZE as usize;
+
+/// Folios per `write_blocks` call at most (256 KiB).
+const MAX_RUN: usize = 64;
 
 /// Fill a locked folio of `inode` from the engine (zeros past the end of the file).
 fn fill_folio(inode: &Inode, folio: &mut LockedFolio) -> Result {
@@ -68,6 +81,101 @@ pub(crate) unsafe extern "C" fn readahead(rac: *mut bindings::readahead_control)
     }
 }
 
+// ---------------------------------------------------------------------- budget
+
+/// The budget of one folio of `size` bytes.
+fn folio_cost(size: usize) -> u64 {
+    (size.div_ceil(BS) as u64).saturating_mul(BUDGET_PER_BLOCK)
+}
+
+/// Fast path: reserve one folio's budget (and the inode record's, if the inode holds none
+/// yet). Lock-free; false when the budget is exhausted.
+fn try_budget(inode: &Inode, size: usize) -> bool {
+    let b = &inode.info().budget;
+    let flag = &inode.ferro().ino_budget;
+    let need_ino = !flag.load(Ordering::Acquire);
+    let bytes = folio_cost(size).saturating_add(if need_ino { BUDGET_PER_INODE } else { 0 });
+    if !b.try_reserve(bytes) {
+        return false;
+    }
+    if need_ino && flag.swap(true, Ordering::AcqRel) {
+        // another writer charged the inode meanwhile
+        b.release(BUDGET_PER_INODE);
+    }
+    true
+}
+
+/// Slow path (UBIFS's `make_free_space`): write back this file, then the dirty data of the
+/// whole filesystem (which turns reservations into records: overwrites free the space of the
+/// blocks they replace), then checkpoint (which drops the index growth the budget holds back
+/// for dirty index nodes). The caller holds no folio lock.
+fn make_free_space(inode: &Inode) {
+    let sb = inode.sb();
+    let info = sb.info();
+    // Each step only where it can gain something, so that repeated ENOSPC on a full
+    // filesystem stays cheap: write-back only while something is reserved, a checkpoint only
+    // while index nodes are dirty.
+    if info.budget.reserved() > 0 {
+        let _ = inode.write_and_wait();
+        // SAFETY: `sb` is mounted (the inode is live); `writeback_inodes_sb` requires `s_umount`
+        // held, which we take for reading as UBIFS's `shrink_liability` does (write(2) and page
+        // faults never hold it).
+        unsafe {
+            bindings::down_read(&mut (*sb.as_ptr()).s_umount);
+            bindings::writeback_inodes_sb(sb.as_ptr(), bindings::wb_reason_WB_REASON_FS_FREE_SPACE);
+            bindings::up_read(&mut (*sb.as_ptr()).s_umount);
+        }
+    }
+    let mut fs = info.lock();
+    if !fs.is_read_only() && !fs.is_failed() && fs.budget_figures().2 > 0 {
+        let _ = fs.sync();
+    }
+    // dropping `fs` publishes the new `budget_avail`
+}
+
+/// Reserve one folio's budget before the folio is locked: fast path, else the slow path and
+/// one more try. `ENOSPC` when there is no room even then.
+fn budget_unlocked(inode: &Inode, size: usize) -> Result {
+    if try_budget(inode, size) {
+        return Ok(());
+    }
+    make_free_space(inode);
+    if try_budget(inode, size) {
+        Ok(())
+    } else {
+        Err(ENOSPC)
+    }
+}
+
+/// Release the budget of a folio whose mark was just removed.
+fn release_folio_budget(info: &SbInfo, size: usize) {
+    info.budget.release(folio_cost(size));
+}
+
+// ---------------------------------------------------------------------- write(2)
+
+/// Before a write at `pos` beyond the EOF `isize` that starts in a later folio: zero the tail
+/// of the EOF folio past `isize` if it is cached (stores through a shared mapping may have
+/// left bytes there, which the grown file must not show).
+fn zero_eof_tail(inode: &Inode, isize: i64) {
+    if isize as usize % BS == 0 {
+        return;
+    }
+    // SAFETY: the mapping of a live inode; `filemap_lock_folio` returns a locked, referenced
+    // folio or an error pointer.
+    let raw = unsafe { shim::ferrofs_filemap_lock_folio(inode.mapping(), isize) };
+    let Ok(raw) = kernel::error::from_err_ptr(raw) else {
+        return;
+    };
+    // SAFETY: a locked, referenced folio, both passing to the wrapper.
+    if let Some(mut f) = unsafe { LockedFolio::from_locked_owned(raw) } {
+        if f.mapping() == inode.mapping() && f.is_uptodate() {
+            let off = (isize - f.pos()) as usize;
+            f.zero(off, f.size());
+        }
+    }
+}
+
 pub(crate) unsafe extern "C" fn write_begin(
     _file: *mut bindings::file,
     mapping: *mut bindings::address_space,
@@ -76,23 +184,66 @@ pub(crate) unsafe extern "C" fn write_begin(
     foliop: *mut *mut bindings::folio,
     _fsdata: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: VFS write_begin contract: `mapping` is the mapping of a live ferrofs file.
-    let (inode, raw) = unsafe { (Inode::from_raw((*mapping).host), shim::ferrofs_write_begin_folio(mapping, pos)) };
-    let raw = match kernel::error::from_err_ptr(raw) {
-        Ok(f) => f,
-        Err(e) => return e.to_errno(),
-    };
-    // SAFETY: `write_begin_get_folio` returns a locked, referenced folio (or null), which passes
-    // to us.
-    let Some(mut folio) = (unsafe { LockedFolio::from_locked_owned(raw) }) else {
-        return ENOMEM.to_errno();
+    // SAFETY: VFS write_begin contract: `mapping` is the mapping of a live ferrofs file, whose
+    // inode lock the caller holds.
+    let inode = unsafe { Inode::from_raw((*mapping).host) };
+    let isize = inode.size();
+    if pos > isize && (pos as usize / BS) > (isize as usize / BS) {
+        zero_eof_tail(inode, isize);
+    }
+    // a reservation made by the slow path before the folio was grabbed again
+    let mut prepaid = false;
+    let mut folio = loop {
+        // SAFETY: as above.
+        let raw = unsafe { shim::ferrofs_write_begin_folio(mapping, pos) };
+        let raw = match kernel::error::from_err_ptr(raw) {
+            Ok(f) => f,
+            Err(e) => {
+                if prepaid {
+                    release_folio_budget(inode.info(), BS);
+                }
+                return e.to_errno();
+            }
+        };
+        // SAFETY: `write_begin_get_folio` returns a locked, referenced folio (or null), which
+        // passes to us.
+        let Some(mut folio) = (unsafe { LockedFolio::from_locked_owned(raw) }) else {
+            return ENOMEM.to_errno();
+        };
+        if folio.is_budgeted() {
+            if prepaid {
+                release_folio_budget(inode.info(), folio.size());
+            }
+            break folio;
+        }
+        if prepaid || try_budget(inode, folio.size()) {
+            folio.set_budgeted();
+            break folio;
+        }
+        if prepaid {
+            return ENOSPC.to_errno();
+        }
+        // the slow path writes folios back: not with this one locked
+        drop(folio);
+        if let Err(e) = budget_unlocked(inode, BS) {
+            return e.to_errno();
+        }
+        prepaid = true;
     };
     let whole = pos == folio.pos() && i64::from(len) == folio.size() as i64;
     if !folio.is_uptodate() && !whole {
-        // on error, dropping `folio` unlocks and puts it
         if let Err(e) = fill_folio(inode, &mut folio) {
+            if !folio.is_dirty() && folio.clear_budgeted() {
+                release_folio_budget(inode.info(), folio.size());
+            }
+            // dropping `folio` unlocks and puts it
             return e.to_errno();
         }
+    }
+    if pos > isize && isize >= folio.pos() && folio.is_uptodate() {
+        // an extending write inside the EOF folio: the gap reads as zeros
+        let from = (isize - folio.pos()) as usize;
+        folio.zero(from, (pos - isize) as usize);
     }
     // SAFETY: `foliop` is the VFS's out pointer; the lock and reference pass to the VFS, which
     // hands them back in `write_end`.
@@ -124,50 +275,165 @@ pub(crate) unsafe extern "C" fn write_end(
             folio.mark_uptodate();
         }
     }
-    let mut ret = copied as c_int;
+    let old = inode.size();
+    let end = pos + i64::from(copied);
     if copied > 0 {
-        let off = (pos - folio.pos()) as usize;
-        let info = inode.info();
-        let t = inode.now();
-        let res = folio.with_bytes(off, copied as usize, |data| info.lock().write(inode.ino(), pos as u64, data, t));
-        match res {
-            Ok(n) if n == copied as usize => {
-                let end = pos + i64::from(copied);
-                if end > inode.size() {
-                    inode.set_size(end);
-                }
-            }
-            Ok(_) => ret = EIO.to_errno(),
-            Err(e) => {
-                // The folio holds bytes the engine refused: read it again next time.
-                folio.clear_uptodate();
-                ret = kerr(e).to_errno();
-            }
+        folio.mark_dirty();
+        if end > old {
+            // under the folio lock, as the VFS requires of `i_size_write` in write_end
+            inode.set_size(end);
+        }
+    } else if !folio.is_dirty() && folio.clear_budgeted() {
+        // nothing copied into a clean folio: it needs no budget
+        release_folio_budget(inode.info(), folio.size());
+    }
+    drop(folio);
+    if copied > 0 && end > old {
+        // SAFETY: the inode is live and its lock held by the writer; the folio is unlocked
+        // (`pagecache_isize_extended` locks the old EOF folio to write-protect its mapping).
+        unsafe {
+            bindings::pagecache_isize_extended(inode.as_ptr(), old, end);
+            shim::ferrofs_mark_inode_dirty(inode.as_ptr());
         }
     }
-    // dropping `folio` unlocks and puts it
-    ret
+    copied as c_int
 }
 
-/// Hand one dirty folio (from a shared writable mapping) to the engine.
-fn write_folio(inode: &Inode, mut folio: LockedFolio) -> c_int {
-    let isize = inode.size();
-    let pos = folio.pos();
-    if pos >= isize {
-        return 0;
+// ---------------------------------------------------------------------- writeback
+
+/// A run of contiguous dirty folios of one file, locked and under writeback, waiting for one
+/// `write_blocks` call.
+struct Run {
+    folios: [Option<LockedFolio>; MAX_RUN],
+    n: usize,
+    /// The page index of the first folio.
+    first: u64,
+}
+
+impl Run {
+    fn new() -> Self {
+        Run { folios: [const { None }; MAX_RUN], n: 0, first: 0 }
     }
-    let len = (isize - pos).min(folio.size() as i64) as usize;
-    folio.start_writeback();
-    let t = inode.now();
-    let res = folio.with_bytes(0, len, |data| inode.info().lock().write(inode.ino(), pos as u64, data, t));
-    folio.unlock_end_writeback();
-    match res {
-        Ok(_) => 0,
-        Err(e) => {
-            let err = kerr(e).to_errno();
-            inode.set_mapping_error(err);
-            err
+
+    /// Whether a folio at page index `index` continues the run.
+    fn continues(&self, index: u64) -> bool {
+        self.n < MAX_RUN && index == self.first + self.n as u64
+    }
+
+    fn push(&mut self, index: u64, f: LockedFolio) {
+        if self.n == 0 {
+            self.first = index;
         }
+        if let Some(slot) = self.folios.get_mut(self.n) {
+            *slot = Some(f);
+            self.n += 1;
+        }
+    }
+
+    /// Write the run as one `write_blocks` call, end writeback and unlock its folios.
+    fn flush(&mut self, inode: &Inode, wbc: *mut bindings::writeback_control) -> c_int {
+        let n = core::mem::take(&mut self.n);
+        if n == 0 {
+            return 0;
+        }
+        let info = inode.info();
+        let isize = inode.size().max(0) as u64;
+        let start = self.first * BS as u64;
+        let run_end = start + (n * BS) as u64;
+        // the EOF folio: zero its tail past the EOF in the cache too (mmap stores there must
+        // never show once the file grows), and store it truncated to the EOF
+        let mut lens = [0usize; MAX_RUN];
+        for (k, slot) in self.folios.iter_mut().take(n).enumerate() {
+            if let Some(f) = slot.as_mut() {
+                let fpos = start + (k * BS) as u64;
+                let len = isize.saturating_sub(fpos).min(f.size() as u64) as usize;
+                if len < f.size() {
+                    f.zero(len, f.size());
+                }
+                lens[k] = len;
+            }
+        }
+        // folios wholly past the EOF (the run was collected before a truncate finished)
+        // are not stored
+        let mut m = n;
+        while m > 0 && lens[m - 1] == 0 {
+            m -= 1;
+        }
+        let mut err = 0;
+        let mut redirty = false;
+        if m > 0 {
+            let size = isize.min(run_end);
+            let (mtime, ctime) = (inode.mtime(), inode.ctime());
+            let flag = &inode.ferro().ino_budget;
+            // the inode record of this call: the inode's charge, else a fresh one, else (a
+            // later run of the same writeback) the slack of the global reservation
+            let ino_part = if flag.swap(false, Ordering::AcqRel) || info.budget.try_reserve(BUDGET_PER_INODE) {
+                BUDGET_PER_INODE
+            } else {
+                0
+            };
+            let mut blocks: [&[u8]; MAX_RUN] = [&[]; MAX_RUN];
+            for (k, slot) in self.folios.iter().take(m).enumerate() {
+                if let Some(f) = slot.as_ref() {
+                    blocks[k] = f.bytes(lens[k]);
+                }
+            }
+            let mut fs = info.lock();
+            fs.set_reserved(info.budget.reserved());
+            let r = fs.write_blocks(inode.ino(), self.first, &blocks[..m], size, mtime, ctime);
+            match r {
+                Ok(()) => {}
+                Err(EError::NoSpace) => {
+                    // not budgeted (nothing was written): keep the folios dirty
+                    redirty = true;
+                    err = ENOSPC.to_errno();
+                }
+                Err(e) => {
+                    err = kerr(e).to_errno();
+                    if err == EROFS.to_errno() {
+                        err = EIO.to_errno();
+                    }
+                }
+            }
+            if ino_part > 0 {
+                if redirty {
+                    flag.store(true, Ordering::Release);
+                } else {
+                    info.budget.release(ino_part);
+                }
+            }
+            if !redirty {
+                for slot in self.folios.iter_mut().take(n) {
+                    if let Some(f) = slot.as_mut() {
+                        if f.clear_budgeted() {
+                            release_folio_budget(info, f.size());
+                        }
+                    }
+                }
+            }
+            fs.set_reserved(info.budget.reserved());
+            drop(fs);
+        } else {
+            for slot in self.folios.iter_mut().take(n) {
+                if let Some(f) = slot.as_mut() {
+                    if f.clear_budgeted() {
+                        release_folio_budget(info, f.size());
+                    }
+                }
+            }
+        }
+        if err != 0 {
+            inode.set_mapping_error(err);
+        }
+        for slot in self.folios.iter_mut().take(n) {
+            if let Some(f) = slot.take() {
+                if redirty {
+                    f.redirty(wbc);
+                }
+                f.unlock_end_writeback();
+            }
+        }
+        err
     }
 }
 
@@ -175,17 +441,157 @@ pub(crate) unsafe extern "C" fn writepages(mapping: *mut bindings::address_space
     // SAFETY: VFS writepages contract: `mapping` is the mapping of a live ferrofs file.
     let inode = unsafe { Inode::from_raw((*mapping).host) };
     let mut err: c_int = 0;
+    let mut first_err: c_int = 0;
     let mut folio: *mut bindings::folio = ptr::null_mut();
+    let mut run = Run::new();
     loop {
         // SAFETY: VFS writepages contract; `folio` is null or the folio the previous iteration
-        // got (unlocked by now, still referenced by the iterator).
+        // got (still locked if it joined the run: the iterator does not touch it).
         folio = unsafe { bindings::writeback_iter(mapping, wbc, folio, &mut err) };
-        // SAFETY: `writeback_iter` hands out a locked, dirty-cleared folio, ours to unlock; the
-        // iterator keeps its reference until the next call.
-        let Some(f) = (unsafe { LockedFolio::from_locked(folio) }) else {
+        // SAFETY: `writeback_iter` hands out a locked, dirty-cleared folio, ours to unlock; its
+        // reference lasts only while the iterator's batch does, so the run takes its own.
+        let Some(mut f) = (unsafe { LockedFolio::from_locked(folio) }) else {
             break;
         };
-        err = write_folio(inode, f);
+        f.take_ref();
+        let index = (f.pos() as u64) / BS as u64;
+        if f.pos() >= inode.size() {
+            // wholly past the EOF (truncated meanwhile): nothing to store
+            if f.clear_budgeted() {
+                release_folio_budget(inode.info(), f.size());
+            }
+            err = 0;
+            continue;
+        }
+        err = 0;
+        if run.n > 0 && !run.continues(index) {
+            err = run.flush(inode, wbc);
+            if first_err == 0 {
+                first_err = err;
+            }
+        }
+        f.start_writeback();
+        run.push(index, f);
     }
-    err
+    let e = run.flush(inode, wbc);
+    if first_err == 0 {
+        first_err = e;
+    }
+    if first_err != 0 {
+        first_err
+    } else {
+        err
+    }
+}
+
+/// `invalidate_folio`: a dirty folio dropped whole (truncate, eviction) gives its budget back.
+pub(crate) unsafe extern "C" fn invalidate_folio(folio: *mut bindings::folio, offset: usize, len: usize) {
+    // SAFETY: the VFS passes a locked folio of a ferrofs mapping.
+    let size = unsafe { shim::ferrofs_folio_size(folio) };
+    if offset != 0 || len < size {
+        return;
+    }
+    // SAFETY: as above; the host of the mapping is a live ferrofs inode.
+    unsafe {
+        if clear_budget_mark(folio) {
+            let inode = Inode::from_raw(shim::ferrofs_folio_inode(folio));
+            release_folio_budget(inode.info(), size);
+        }
+    }
+}
+
+/// `release_folio`: a clean folio being freed. A budget mark on a clean folio is stale (its
+/// data was never copied or already written); give it back.
+pub(crate) unsafe extern "C" fn release_folio(folio: *mut bindings::folio, _gfp: bindings::gfp_t) -> bool {
+    // SAFETY: the VFS passes a locked folio of a ferrofs mapping.
+    unsafe {
+        if shim::ferrofs_folio_test_dirty(folio) {
+            return false;
+        }
+        let size = shim::ferrofs_folio_size(folio);
+        if clear_budget_mark(folio) {
+            let inode = Inode::from_raw(shim::ferrofs_folio_inode(folio));
+            release_folio_budget(inode.info(), size);
+        }
+    }
+    true
+}
+
+/// `migrate_folio`: the page cache's own (moves the budget mark with the folio).
+pub(crate) unsafe extern "C" fn migrate_folio(
+    mapping: *mut bindings::address_space,
+    dst: *mut bindings::folio,
+    src: *mut bindings::folio,
+    mode: bindings::migrate_mode,
+) -> c_int {
+    // SAFETY: the VM's migrate_folio contract, passed on unchanged.
+    unsafe { shim::ferrofs_migrate_folio(mapping, dst, src, mode) }
+}
+
+// ---------------------------------------------------------------------- mmap
+
+/// `vm_operations_struct::page_mkwrite`: budget the folio a store through a shared mapping
+/// dirties (SIGBUS when there is no room, as UBIFS), then lock and dirty it.
+pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+    // SAFETY: the VM's page_mkwrite contract: `vmf` is a write fault on a shared mapping of an
+    // open ferrofs file, whose folio the fault holds referenced (not locked).
+    let (file, raw) = unsafe { (shim::ferrofs_vmf_file(vmf), shim::ferrofs_vmf_folio(vmf)) };
+    // SAFETY: the mapping keeps the file open.
+    let inode = unsafe { Inode::from_file(file) };
+    let sb = inode.sb();
+    // SAFETY: `sb` is mounted; paired with the end below.
+    unsafe { shim::ferrofs_sb_start_pagefault(sb.as_ptr()) };
+    let ret = (|| -> bindings::vm_fault_t {
+        // SAFETY: `file` is open.
+        unsafe { bindings::file_update_time(file) };
+        let mut prepaid = false;
+        loop {
+            // SAFETY: the fault holds a reference to the folio; this thread does not hold its
+            // lock.
+            let Some(mut folio) = (unsafe { LockedFolio::lock(raw) }) else {
+                return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+            };
+            if folio.mapping() != inode.mapping() || folio.pos() >= inode.size() {
+                // truncated meanwhile: let the fault retry
+                if prepaid {
+                    release_folio_budget(inode.info(), BS);
+                }
+                return bindings::vm_fault_reason_VM_FAULT_NOPAGE;
+            }
+            if folio.is_budgeted() {
+                if prepaid {
+                    release_folio_budget(inode.info(), BS);
+                }
+            } else if !prepaid && !try_budget(inode, folio.size()) {
+                // the slow path writes folios back: not with this one locked
+                drop(folio);
+                if budget_unlocked(inode, BS).is_err() {
+                    return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+                }
+                prepaid = true;
+                continue;
+            } else {
+                folio.set_budgeted();
+            }
+            folio.mark_dirty();
+            folio.wait_stable();
+            // the lock passes to the VM (VM_FAULT_LOCKED); the fault keeps its reference
+            let _ = folio.into_raw();
+            return bindings::vm_fault_reason_VM_FAULT_LOCKED;
+        }
+    })();
+    // SAFETY: ends the section started above.
+    unsafe { shim::ferrofs_sb_end_pagefault(sb.as_ptr()) };
+    ret
+}
+
+/// `file_operations::mmap`: the generic one, with our `vm_operations` (page_mkwrite).
+pub(crate) unsafe extern "C" fn file_mmap(file: *mut bindings::file, vma: *mut bindings::vm_area_struct) -> c_int {
+    // SAFETY: the VFS mmap contract, passed on.
+    let r = unsafe { bindings::generic_file_mmap(file, vma) };
+    if r == 0 {
+        // SAFETY: `vma` is being set up by the mmap call; the table is static.
+        unsafe { shim::ferrofs_vma_set_ops(vma, &crate::ops::OPS.vm_ops.0) };
+    }
+    r
 }

@@ -40,19 +40,31 @@ pub(crate) unsafe extern "C" fn file_llseek(file: *mut bindings::file, offset: b
     }
 }
 
-pub(crate) unsafe extern "C" fn fsync(file: *mut bindings::file, start: bindings::loff_t, end: bindings::loff_t, _datasync: c_int) -> c_int {
+/// fsync/fdatasync: write the range back (batched `writepages`; an earlier write-back error is
+/// reported here), write the inode only if it is dirty (datasync: only if its size or other
+/// data-relevant fields changed, `I_DIRTY_DATASYNC`), then flush the log heads and the device
+/// (`Engine::fsync`; a new file's directory entry is in the same log, so it is durable too).
+pub(crate) unsafe extern "C" fn fsync(file: *mut bindings::file, start: bindings::loff_t, end: bindings::loff_t, datasync: c_int) -> c_int {
     from_result(|| {
         // SAFETY: VFS fsync contract: `file` is open.
         to_result(unsafe { bindings::file_write_and_wait_range(file, start, end) })?;
         // SAFETY: as above.
         let inode = unsafe { Inode::from_file(file) };
-        let (info, ino, a, t) = (inode.info(), inode.ino(), inode.attrs(), inode.now());
-        let mut fs = info.lock();
-        if fs.is_read_only() || inode.sb().rdonly() {
+        if inode.sb().rdonly() {
             return Ok(0);
         }
-        fs.setattr(ino, &a, t).map_err(kerr)?;
-        fs.fsync(ino).map_err(kerr)?;
+        let state = inode.state();
+        let dirty = if datasync != 0 { bindings::I_DIRTY_DATASYNC } else { bindings::I_DIRTY_SYNC | bindings::I_DIRTY_DATASYNC };
+        if state & dirty != 0 {
+            // SAFETY: the inode is live (the file is open); this writes it through
+            // `write_inode` and waits.
+            to_result(unsafe { bindings::sync_inode_metadata(inode.as_ptr(), 1) })?;
+        }
+        let mut fs = inode.info().lock();
+        if fs.is_read_only() {
+            return Ok(0);
+        }
+        fs.fsync(inode.ino()).map_err(kerr)?;
         Ok(0)
     })
 }

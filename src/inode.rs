@@ -4,7 +4,7 @@
 //! attribute copies between the engine and the VFS inode, `setattr` and `get_link`.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use kernel::bindings;
 use kernel::error::{from_result, to_result};
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
@@ -84,6 +84,9 @@ pub(crate) struct FerroInode {
     vfs: Opaque<bindings::inode>,
     /// The engine's inode number, set by `ino_set` before the inode is hashed (0 until then).
     ino: u64,
+    /// The inode holds a write-back budget of one inode record (`BUDGET_PER_INODE`): charged
+    /// by the first folio dirtied, used by the next `write_blocks` call (src/data.rs).
+    pub(crate) ino_budget: AtomicBool,
 }
 
 /// The engine inode number of a ferrofs inode.
@@ -133,6 +136,7 @@ pub(crate) unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *
     // SAFETY: `p` is a constructed object of our cache, not yet visible to anyone.
     unsafe {
         ptr::addr_of_mut!((*p).ino).write(0);
+        ptr::addr_of_mut!((*p).ino_budget).write(AtomicBool::new(false));
         Opaque::raw_get(ptr::addr_of!((*p).vfs))
     }
 }
@@ -177,6 +181,10 @@ pub(crate) unsafe extern "C" fn evict_inode(inode: *mut bindings::inode) {
     // mounted (inodes are evicted before `put_super`).
     let inode = unsafe { Inode::from_raw(inode) };
     let sb = inode.sb();
+    // the folios are gone (their budgets with them): so is the inode record's charge
+    if inode.ferro().ino_budget.swap(false, Ordering::AcqRel) {
+        sb.info().budget.release(crate::engine::writeback::BUDGET_PER_INODE);
+    }
     // SAFETY: the inode is live (above).
     let bad = unsafe { bindings::is_bad_inode(inode.as_ptr()) };
     if inode.is_unlinked() && !bad && !sb.rdonly() {
@@ -213,19 +221,10 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
                 return Err(EINVAL);
             }
             let old = inode.size();
-            // Let mmap writers' dirty folios reach the engine before it cuts the file.
-            to_result(inode.write_and_wait())?;
-            if size > old {
-                // mmap stores beyond the old EOF (in its last page) must not appear in the
-                // grown file: zero the tail of that page in the cache.
-                // SAFETY: the inode is live and locked.
-                unsafe { bindings::truncate_pagecache(inode.as_ptr(), old) };
+            if size != old {
+                set_size(inode, old, size)?;
+                size_changed = true;
             }
-            let sa = SetAttr { size: Some(size as u64), ..SetAttr::default() };
-            info.lock().setattr(ino, &sa, inode.now()).map_err(kerr)?;
-            // SAFETY: the inode is live and locked, as `truncate_setsize` requires.
-            unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
-            size_changed = size != old;
         }
         // The VFS inode and the engine change together under the engine lock, so that
         // `write_inode` (which copies under that lock) never stores an older copy after them.
@@ -246,6 +245,49 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
         }
         Ok(0)
     })
+}
+
+/// The size part of `setattr` (truncate, extend), under the mapping's invalidate lock so no
+/// fault or readahead brings folios back meanwhile. Shrinking: `truncate_setsize` first (it
+/// waits for the writeback of, and drops, the folios past the new size, whose budgets
+/// `invalidate_folio` gives back), then the engine cut; a write-back of a dropped folio can
+/// then no longer re-extend the file on flash. Growing: the engine first (it can run out of
+/// space), then `truncate_setsize`. The cut is budgeted with the inode's write-back charge if
+/// it holds one (the engine otherwise keeps reserved space from it: a cut that grows the
+/// on-flash size writes an inode record like any other). The caller holds the inode lock.
+fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
+    let info = inode.info();
+    let mapping = inode.mapping();
+    if inode.ferro().ino_budget.swap(false, Ordering::AcqRel) {
+        info.budget.release(crate::engine::writeback::BUDGET_PER_INODE);
+    }
+    let sa = SetAttr { size: Some(size as u64), ..SetAttr::default() };
+    // SAFETY: the mapping of a live inode; paired with the unlock below.
+    unsafe { shim::ferrofs_filemap_invalidate_lock(mapping) };
+    let r = if size > old {
+        // stores through a mapping beyond the old EOF (in its last page) must not appear in
+        // the grown file: zero that tail in the cache
+        // SAFETY: the inode is live and locked.
+        unsafe { bindings::truncate_pagecache(inode.as_ptr(), old) };
+        let r = info.lock().setattr(inode.ino(), &sa, inode.now()).map_err(kerr);
+        if r.is_ok() {
+            // SAFETY: the inode is live and locked, as `truncate_setsize` requires.
+            unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
+        }
+        r.map(|_| ())
+    } else {
+        // SAFETY: as above.
+        unsafe { bindings::truncate_setsize(inode.as_ptr(), size) };
+        let r = info.lock().setattr(inode.ino(), &sa, inode.now()).map_err(kerr);
+        if r.is_err() {
+            // the flash still holds the old size (and the data written back before the cut)
+            inode.set_size(old);
+        }
+        r.map(|_| ())
+    };
+    // SAFETY: taken above.
+    unsafe { shim::ferrofs_filemap_invalidate_unlock(mapping) };
+    r.map(|_| ())
 }
 
 pub(crate) unsafe extern "C" fn get_link(dentry: *mut bindings::dentry, inode: *mut bindings::inode, done: *mut bindings::delayed_call) -> *const c_char {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The static operation tables (super, inode, file and address space operations).
+//! The static operation tables (super, inode, file, address space and vm operations).
 
 use kernel::bindings;
 
-use crate::data::{read_folio, readahead, write_begin, write_end, writepages};
+use crate::data::{file_mmap, invalidate_folio, migrate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
 use crate::dir::{dir_llseek, iterate_shared};
 use crate::file::{file_llseek, fsync};
 use crate::inode::{alloc_inode, evict_inode, free_inode, get_link, setattr, write_inode};
@@ -27,6 +27,7 @@ pub(crate) struct Ops {
     pub(crate) dir_fops: Table<bindings::file_operations>,
     pub(crate) file_fops: Table<bindings::file_operations>,
     pub(crate) aops: Table<bindings::address_space_operations>,
+    pub(crate) vm_ops: Table<bindings::vm_operations_struct>,
 }
 
 /// An all-zero `T`, for the fields of an operation table that name no callback.
@@ -101,7 +102,7 @@ pub(crate) static OPS: Ops = Ops {
         llseek: Some(file_llseek),
         read_iter: Some(bindings::generic_file_read_iter),
         write_iter: Some(bindings::generic_file_write_iter),
-        mmap: Some(bindings::generic_file_mmap),
+        mmap: Some(file_mmap),
         open: Some(bindings::generic_file_open),
         fsync: Some(fsync),
         splice_read: Some(bindings::filemap_splice_read),
@@ -116,6 +117,17 @@ pub(crate) static OPS: Ops = Ops {
         dirty_folio: Some(bindings::filemap_dirty_folio),
         write_begin: Some(write_begin),
         write_end: Some(write_end),
+        invalidate_folio: Some(invalidate_folio),
+        release_folio: Some(release_folio),
+        migrate_folio: Some(migrate_folio),
+        // SAFETY: an operation struct: all-zero is valid (no callback).
+        ..unsafe { zeroed() }
+    }),
+    // shared mappings of regular files: the generic fault paths, our page_mkwrite (budget)
+    vm_ops: Table(bindings::vm_operations_struct {
+        fault: Some(bindings::filemap_fault),
+        map_pages: Some(bindings::filemap_map_pages),
+        page_mkwrite: Some(page_mkwrite),
         // SAFETY: an operation struct: all-zero is valid (no callback).
         ..unsafe { zeroed() }
     }),

@@ -21,6 +21,8 @@
 #include <linux/statfs.h>
 #include <linux/debugfs.h>
 #include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/migrate_mode.h>
 #include "shim.h"
 
 /* Inode size, which the kernel guards with a seqcount on 32-bit SMP. */
@@ -131,11 +133,37 @@ void ferrofs_folio_put(struct folio *folio) { folio_put(folio); }
 void ferrofs_folio_start_writeback(struct folio *folio) { folio_start_writeback(folio); }
 void ferrofs_folio_end_writeback(struct folio *folio) { folio_end_writeback(folio); }
 void ferrofs_mapping_set_gfp_nofs(struct address_space *m) { mapping_set_gfp_mask(m, GFP_NOFS); }
-void ferrofs_folio_clear_uptodate(struct folio *folio) { folio_clear_uptodate(folio); }
 struct folio *ferrofs_readahead_folio(struct readahead_control *rac) { return readahead_folio(rac); }
 struct inode *ferrofs_readahead_inode(struct readahead_control *rac) { return rac->mapping->host; }
 void ferrofs_mapping_set_error(struct address_space *m, int err) { mapping_set_error(m, err); }
 int ferrofs_filemap_write_and_wait(struct address_space *m) { return filemap_write_and_wait(m); }
+
+/* Write-back (issue 10): the budget mark on a folio (PG_private, value 1), zeroing, the
+ * invalidate lock, page faults. */
+bool ferrofs_folio_test_private(struct folio *folio) { return folio_test_private(folio); }
+void ferrofs_folio_attach_budget(struct folio *folio) { folio_attach_private(folio, (void *)1); }
+void ferrofs_folio_detach_private(struct folio *folio) { folio_detach_private(folio); }
+bool ferrofs_folio_test_dirty(struct folio *folio) { return folio_test_dirty(folio); }
+void ferrofs_folio_zero_range(struct folio *folio, size_t off, size_t len) { folio_zero_range(folio, off, len); }
+void ferrofs_folio_lock(struct folio *folio) { folio_lock(folio); }
+void ferrofs_folio_get(struct folio *folio) { folio_get(folio); }
+void ferrofs_folio_wait_stable(struct folio *folio) { folio_wait_stable(folio); }
+struct address_space *ferrofs_folio_mapping(struct folio *folio) { return folio->mapping; }
+struct folio *ferrofs_filemap_lock_folio(struct address_space *m, loff_t pos) { return filemap_lock_folio(m, pos >> PAGE_SHIFT); }
+void ferrofs_filemap_invalidate_lock(struct address_space *m) { filemap_invalidate_lock(m); }
+void ferrofs_filemap_invalidate_unlock(struct address_space *m) { filemap_invalidate_unlock(m); }
+void ferrofs_sb_start_pagefault(struct super_block *sb) { sb_start_pagefault(sb); }
+void ferrofs_sb_end_pagefault(struct super_block *sb) { sb_end_pagefault(sb); }
+struct folio *ferrofs_vmf_folio(struct vm_fault *vmf) { return page_folio(vmf->page); }
+struct file *ferrofs_vmf_file(struct vm_fault *vmf) { return vmf->vma->vm_file; }
+void ferrofs_vma_set_ops(struct vm_area_struct *vma, const struct vm_operations_struct *ops) { vma->vm_ops = ops; }
+void ferrofs_mark_inode_dirty(struct inode *inode) { mark_inode_dirty(inode); }
+int ferrofs_migrate_folio(struct address_space *m, struct folio *dst, struct folio *src, enum migrate_mode mode)
+#ifdef CONFIG_MIGRATION
+{ return filemap_migrate_folio(m, dst, src, mode); }
+#else
+{ return -ENOSYS; /* never called: migration is configured out */ }
+#endif
 
 /* Lifecycle (remount, freeze, the background thread, security labels). */
 #include <linux/freezer.h>

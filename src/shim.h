@@ -83,7 +83,6 @@ void ferrofs_debugfs_u64(const char *name, struct dentry *parent, u64 *value);
 void ferrofs_debugfs_remove(struct dentry *d);
 struct kmem_cache *ferrofs_inode_cache_create(unsigned int size, void (*ctor)(void *));
 void *ferrofs_alloc_inode_sb(struct super_block *sb, struct kmem_cache *cache);
-void ferrofs_folio_clear_uptodate(struct folio *folio);
 struct folio *ferrofs_readahead_folio(struct readahead_control *rac);
 struct inode *ferrofs_readahead_inode(struct readahead_control *rac);
 void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen, u64 fsid);
@@ -99,4 +98,27 @@ void ferrofs_set_current_running(void);
 int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data);
 const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len);
 
+struct vm_fault;
+struct vm_area_struct;
+struct vm_operations_struct;
+bool ferrofs_folio_test_private(struct folio *folio);
+void ferrofs_folio_attach_budget(struct folio *folio);
+void ferrofs_folio_detach_private(struct folio *folio);
+bool ferrofs_folio_test_dirty(struct folio *folio);
+void ferrofs_folio_zero_range(struct folio *folio, size_t off, size_t len);
+void ferrofs_folio_lock(struct folio *folio);
+void ferrofs_folio_get(struct folio *folio);
+void ferrofs_folio_wait_stable(struct folio *folio);
+struct address_space *ferrofs_folio_mapping(struct folio *folio);
+struct folio *ferrofs_filemap_lock_folio(struct address_space *m, loff_t pos);
+void ferrofs_filemap_invalidate_lock(struct address_space *m);
+void ferrofs_filemap_invalidate_unlock(struct address_space *m);
+void ferrofs_sb_start_pagefault(struct super_block *sb);
+void ferrofs_sb_end_pagefault(struct super_block *sb);
+struct folio *ferrofs_vmf_folio(struct vm_fault *vmf);
+struct file *ferrofs_vmf_file(struct vm_fault *vmf);
+void ferrofs_vma_set_ops(struct vm_area_struct *vma, const struct vm_operations_struct *ops);
+void ferrofs_mark_inode_dirty(struct inode *inode);
+#include <linux/migrate_mode.h>
+int ferrofs_migrate_folio(struct address_space *m, struct folio *dst, struct folio *src, enum migrate_mode mode);
 #endif

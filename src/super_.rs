@@ -17,6 +17,7 @@ use kernel::ffi::{c_int, c_uint, c_void};
 use kernel::types::ForeignOwnable;
 use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
+use crate::engine::budget::Budget;
 use crate::engine::error::Error as EError;
 use crate::engine::format::{MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
@@ -47,6 +48,10 @@ pub(crate) struct SbInfo {
     pub(crate) stats: [AtomicU64; STAT_NAMES.len()],
     /// Engine lock hold and wait times (published in debugfs with the statistics).
     pub(crate) lockstat: LockStats,
+    /// The write-back budget (issue 10): space reserved for dirty folios and inodes, outside
+    /// the engine lock. `Locked` hands the reservation to the engine when it locks and
+    /// publishes the engine's `budget_avail` when it unlocks.
+    pub(crate) budget: Budget,
     /// Counts this state in `LIVE_SUPERBLOCKS` while it exists.
     live: LiveToken,
 }
@@ -166,6 +171,7 @@ impl Drop for LiveToken {
 /// The engine, locked, inside a `memalloc_nofs` scope. Its drop records the hold time.
 pub(crate) struct Locked<'a> {
     guard: Guard<'a, Fs, MutexBackend>,
+    budget: &'a Budget,
     nofs: c_uint,
     stats: &'a LockStats,
     since: u64,
@@ -186,6 +192,8 @@ impl core::ops::DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // still under the lock: what the budget may hand out after this operation
+        self.budget.publish(self.guard.budget_avail());
         // taken before the guard's own drop unlocks: the whole hold is counted
         self.stats.hold.record(now_ns().saturating_sub(self.since));
         // SAFETY: restores the flags saved by the matching `memalloc_nofs_save` in `lock`.
@@ -214,10 +222,12 @@ impl SbInfo {
         // SAFETY: always paired with the restore in `Locked::drop`.
         let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
         let t0 = now_ns();
-        let guard = self.engine.lock();
+        let mut guard = self.engine.lock();
         let since = now_ns();
         self.lockstat.wait.record(since.saturating_sub(t0));
-        Locked { guard, nofs, stats: &self.lockstat, since }
+        // space consumers other than write-back must leave the reserved space alone
+        guard.set_reserved(self.budget.reserved());
+        Locked { guard, budget: &self.budget, nofs, stats: &self.lockstat, since }
     }
 }
 
@@ -381,6 +391,7 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
                 debugfs: AtomicPtr::new(ptr::null_mut()),
                 stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
                 lockstat: LockStats::new(),
+                budget: Budget::new(),
                 live: LiveToken::new(),
             }),
             GFP_KERNEL,
@@ -476,10 +487,12 @@ pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
 pub(crate) unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::kstatfs) -> c_int {
     // SAFETY: the VFS passes a valid dentry of a mounted ferrofs.
     let info = unsafe { sbi((*dentry).d_sb) };
-    let (st, serial) = {
+    let (mut st, serial) = {
         let fs = info.lock();
         (fs.statfs(), fs.serial())
     };
+    // space the write-back budget holds for dirty data is not free
+    st.blocks_free = st.blocks_free.saturating_sub(info.budget.reserved().div_ceil(u64::from(st.block_size.max(1))));
     // Inodes are allocated from free space: as many more as there are free blocks.
     // SAFETY: `buf` is the kstatfs the VFS asks us to fill.
     unsafe {

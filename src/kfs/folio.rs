@@ -83,11 +83,6 @@ impl LockedFolio {
         unsafe { shim::ferrofs_folio_mark_uptodate(self.raw()) }
     }
 
-    pub(crate) fn clear_uptodate(&mut self) {
-        // SAFETY: the folio is locked by us (type invariant).
-        unsafe { shim::ferrofs_folio_clear_uptodate(self.raw()) }
-    }
-
     /// Run `f` over the folio's bytes. The slice lives only for the call, while the folio stays
     /// locked. For use on a folio that is not uptodate (being filled, so not mapped and not read
     /// by anyone else).
@@ -99,17 +94,101 @@ impl LockedFolio {
         f(buf)
     }
 
-    /// Run `f` over the bytes `off..off + len` of the folio (clamped to the folio), read-only,
-    /// while the folio stays locked.
-    pub(crate) fn with_bytes<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    /// Lock a folio the caller holds a reference to (`page_mkwrite`: the fault's folio).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a referenced folio (not highmem) whose reference outlives the result, not locked
+    /// by this thread.
+    pub(crate) unsafe fn lock(ptr: *mut bindings::folio) -> Option<Self> {
+        let ptr = NonNull::new(ptr)?;
+        // SAFETY: per the contract the folio is referenced; `folio_lock` may sleep, which the
+        // callers (fault, writeback) allow.
+        unsafe { shim::ferrofs_folio_lock(ptr.as_ptr()) };
+        Some(LockedFolio { ptr, put: false })
+    }
+
+    /// Take a reference of our own on a folio whose reference the caller keeps only for a
+    /// while (`writeback_iter`'s batch), so the wrapper may outlive it.
+    pub(crate) fn take_ref(&mut self) {
+        if !self.put {
+            // SAFETY: the folio is referenced (type invariant); the new reference is put on drop.
+            unsafe { shim::ferrofs_folio_get(self.raw()) };
+            self.put = true;
+        }
+    }
+
+    /// The folio's mapping (null once truncated out of it).
+    pub(crate) fn mapping(&self) -> *mut bindings::address_space {
+        // SAFETY: the folio is locked by us (type invariant), so its mapping is stable.
+        unsafe { shim::ferrofs_folio_mapping(self.raw()) }
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        // SAFETY: the folio is referenced (type invariant).
+        unsafe { shim::ferrofs_folio_test_dirty(self.raw()) }
+    }
+
+    /// `folio_mark_dirty` (the mapping's `dirty_folio`, which also dirties the inode's pages).
+    pub(crate) fn mark_dirty(&mut self) {
+        // SAFETY: the folio is locked by us (type invariant), so its mapping is stable.
+        unsafe { bindings::folio_mark_dirty(self.raw()) };
+    }
+
+    /// `folio_wait_stable`: wait for writeback if the device needs stable pages.
+    pub(crate) fn wait_stable(&self) {
+        // SAFETY: the folio is locked by us (type invariant).
+        unsafe { shim::ferrofs_folio_wait_stable(self.raw()) }
+    }
+
+    /// Whether the folio carries a write-back budget (our private mark).
+    pub(crate) fn is_budgeted(&self) -> bool {
+        // SAFETY: the folio is referenced (type invariant).
+        unsafe { shim::ferrofs_folio_test_private(self.raw()) }
+    }
+
+    /// Mark the folio as budgeted (`folio_attach_private`, which takes a folio reference that
+    /// `clear_budgeted` drops). No-op if it is already marked.
+    pub(crate) fn set_budgeted(&mut self) {
+        if !self.is_budgeted() {
+            // SAFETY: the folio is locked by us (type invariant), as attaching private data
+            // requires; the private value is the constant 1, never dereferenced.
+            unsafe { shim::ferrofs_folio_attach_budget(self.raw()) }
+        }
+    }
+
+    /// Remove the budget mark; returns whether there was one.
+    pub(crate) fn clear_budgeted(&mut self) -> bool {
+        // SAFETY: the folio is locked by us (type invariant).
+        unsafe { clear_budget_mark(self.raw()) }
+    }
+
+    /// Zero `off..off + len` of the folio (clamped to it).
+    pub(crate) fn zero(&mut self, off: usize, len: usize) {
         let size = self.size();
         let off = off.min(size);
         let len = len.min(size - off);
-        // SAFETY: the folio is locked by us and not highmem (type invariant): `off..off + len`
-        // lies inside its `folio_size` bytes; the slice does not outlive the call. Stores through
-        // a shared writable mapping may race with the read, as with the C `memcpy` it replaces.
-        let buf = unsafe { core::slice::from_raw_parts(shim::ferrofs_folio_address(self.raw()).cast::<u8>().add(off), len) };
-        f(buf)
+        if len > 0 {
+            // SAFETY: the folio is locked by us (type invariant); the range lies inside it.
+            unsafe { shim::ferrofs_folio_zero_range(self.raw(), off, len) }
+        }
+    }
+
+    /// The bytes `0..len` of the folio (clamped), borrowed for as long as the wrapper (and so
+    /// the lock) is.
+    pub(crate) fn bytes(&self, len: usize) -> &[u8] {
+        let len = len.min(self.size());
+        // SAFETY: the folio is locked by us and not highmem (type invariant): its first `len`
+        // bytes are mapped; the slice borrows `self`, so it ends before the lock is dropped.
+        // Stores through a shared writable mapping may race with the read, as with `memcpy`.
+        unsafe { core::slice::from_raw_parts(shim::ferrofs_folio_address(self.raw()).cast::<u8>(), len) }
+    }
+
+    /// `folio_redirty_for_writepage`: keep a folio dirty that writeback could not store.
+    pub(crate) fn redirty(&self, wbc: *mut bindings::writeback_control) {
+        // SAFETY: the folio is locked by us (type invariant); `wbc` is the writeback control of
+        // the `writepages` call that handed it out.
+        unsafe { bindings::folio_redirty_for_writepage(wbc, self.raw()) };
     }
 
     /// `folio_start_writeback`; end it with `unlock_end_writeback`.
@@ -146,6 +225,24 @@ impl Drop for LockedFolio {
             if self.put {
                 shim::ferrofs_folio_put(self.raw());
             }
+        }
+    }
+}
+
+/// Remove the budget mark of a folio the caller has locked (or that the VM hands to
+/// `invalidate_folio`/`release_folio` locked); returns whether there was one.
+///
+/// # Safety
+///
+/// `folio` is a locked folio.
+pub(crate) unsafe fn clear_budget_mark(folio: *mut bindings::folio) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        if shim::ferrofs_folio_test_private(folio) {
+            shim::ferrofs_folio_detach_private(folio);
+            true
+        } else {
+            false
         }
     }
 }

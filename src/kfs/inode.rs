@@ -10,6 +10,7 @@ use crate::engine::posix::SetAttr;
 use crate::kfs::SuperBlock;
 use crate::shim;
 use crate::super_::SbInfo;
+use crate::inode::FerroInode;
 
 /// A live ferrofs inode.
 ///
@@ -102,6 +103,31 @@ impl Inode {
             (*self.as_ptr()).i_mtime_sec = t.tv_sec;
             (*self.as_ptr()).i_mtime_nsec = t.tv_nsec as u32;
         }
+    }
+
+    /// `i_mtime`.
+    pub(crate) fn mtime(&self) -> Timespec {
+        // SAFETY: the inode is live (type invariant); a plain read (torn views tolerated).
+        unsafe { Timespec { sec: (*self.as_ptr()).i_mtime_sec, nsec: (*self.as_ptr()).i_mtime_nsec } }
+    }
+
+    /// `i_ctime`.
+    pub(crate) fn ctime(&self) -> Timespec {
+        // SAFETY: as `mtime`.
+        unsafe { Timespec { sec: (*self.as_ptr()).i_ctime_sec, nsec: (*self.as_ptr()).i_ctime_nsec } }
+    }
+
+    /// `i_state` (a racy read, as `__generic_file_fsync` does).
+    pub(crate) fn state(&self) -> u32 {
+        // SAFETY: the inode is live (type invariant).
+        unsafe { (*self.as_ptr()).i_state }
+    }
+
+    /// The ferrofs part of the inode.
+    pub(crate) fn ferro(&self) -> &FerroInode {
+        // SAFETY: every ferrofs inode is allocated by `alloc_inode` as the first field of a
+        // `repr(C)` `FerroInode`, which lives as long as the inode.
+        unsafe { &*self.as_ptr().cast::<FerroInode>() }
     }
 
     /// The page cache mapping (`i_mapping`).

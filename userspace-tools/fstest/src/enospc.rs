@@ -2,6 +2,10 @@
 //! each write() reported; the only error allowed anywhere is ENOSPC. Then delete half, keep
 //! writing and deleting for a few rounds (again only ENOSPC), check that operations which free
 //! space work on a full filesystem, and finally verify every surviving file byte for byte.
+//! Stores through a shared mapping are checked too: on the full filesystem a store into a new
+//! page must die with SIGBUS (ferrofs budgets in `page_mkwrite`, as UBIFS) instead of being
+//! lost silently at write-back, the pages stored before it must survive fsync, and once space
+//! is freed stores work again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -185,6 +189,9 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
         max: o.max_mib.saturating_mul(MIB),
     };
     let mut buf = vec![0u8; 128 * 1024];
+    // The sparse file the mmap checks store into (made before the fill: creating it would fail
+    // on the full filesystem).
+    let mm = MmFile::create(r, root, o.seed, (MM_LEN).min(total / 2 / PAGE * PAGE));
 
     // Phase 1: fill.
     let w = s.fill("f", &mut buf);
@@ -209,6 +216,21 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
     check_unexpected(r, &mut s, "fill: no error other than ENOSPC");
     r.ok("syncfs on a full filesystem", sys::syncfs_path(root));
     check_sizes(r, &s, "fill: every file's size is what write() reported");
+
+    let mut mm_done = 0u64;
+    if let Some(mm) = &mm {
+        // A store into a new page of a mapping on the full filesystem: SIGBUS, not a silent loss.
+        match mm.store(0, mm.pages) {
+            Ok((n, sig)) => {
+                r.note(format!("mmap on the full filesystem: {n} of {} pages stored before the store failed", mm.pages));
+                r.check("mmap store on a full filesystem gets SIGBUS", sig == libc::SIGBUS, "SIGBUS", sig_name(sig));
+                mm_done = n;
+                r.ok("fsync of the mapped file after the SIGBUS", mm.fd.fsync());
+                check_res(r, "pages stored before the SIGBUS read back", mm.verify(mm_done));
+            }
+            Err(e) => r.fail("mmap store on a full filesystem", "a child that stores", e),
+        }
+    }
 
     // Operations that free space must work on a full filesystem.
     if let Some((big, size)) = s
@@ -240,6 +262,24 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
         format!("> {a}"),
         a2,
     );
+    if let Some(mm) = mm {
+        // With space again, stores through the mapping work again.
+        let to = (mm_done + MM_AGAIN).min(mm.pages);
+        match mm.store(mm_done, to) {
+            Ok((n, sig)) => {
+                r.check("mmap stores work again after deleting", sig == 0 && n == to, format!("{to} pages, no signal"), format!("{n} pages, {}", sig_name(sig)));
+                r.ok("fsync of the mapped file", mm.fd.fsync());
+                if o.drop_caches {
+                    sys::drop_caches();
+                }
+                check_res(r, "every page stored through the mapping reads back", mm.verify(n));
+            }
+            Err(e) => r.fail("mmap stores after deleting", "a child that stores", e),
+        }
+        let path = root.join(MM_NAME);
+        drop(mm);
+        r.ok("remove the mapped file", sys::unlink(path));
+    }
 
     // Phase 2: keep writing and deleting.
     for round in 1..=o.rounds {
@@ -385,4 +425,119 @@ fn check_sizes(r: &mut Report, s: &State, name: &str) {
         format!("{} files with recorded sizes", s.files.len()),
         format!("{} differ", bad.len()),
     );
+}
+
+const PAGE: u64 = 4096;
+/// Size of the sparse file stores go into through a shared mapping (capped at half the
+/// filesystem).
+const MM_LEN: u64 = 32 * MIB;
+/// Pages stored again once space is freed.
+const MM_AGAIN: u64 = 256;
+const MM_NAME: &str = "mmap.dat";
+
+fn sig_name(sig: i32) -> String {
+    match sig {
+        0 => "no signal (every store succeeded)".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+/// The file of the mmap checks: `pages` pages, sparse at first.
+struct MmFile {
+    fd: sys::Fd,
+    pages: u64,
+    key: u64,
+}
+
+impl MmFile {
+    fn create(r: &mut Report, root: &Path, seed: u64, len: u64) -> Option<MmFile> {
+        let fd = r.ok("create the file to map", sys::open(root.join(MM_NAME), O_CREAT | O_EXCL | O_RDWR, 0o644))?;
+        r.ok("size the file to map (sparse)", fd.ftruncate(len))?;
+        Some(MmFile { fd, pages: len / PAGE, key: pattern::key_for(seed, MM_NAME.as_bytes()) })
+    }
+
+    /// In a child process, map the file shared and store the pattern into pages `from..to`,
+    /// one page at a time. Returns how many pages (from 0) are stored when the child ended,
+    /// and the signal that ended it (0: it exited after storing them all).
+    fn store(&self, from: u64, to: u64) -> Result<(u64, i32), String> {
+        let len = (self.pages * PAGE) as usize;
+        // SAFETY: a fresh anonymous shared mapping for the child's progress counter.
+        let cnt = unsafe {
+            libc::mmap(std::ptr::null_mut(), 8, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if cnt == libc::MAP_FAILED {
+            return Err(format!("mmap counter: {}", Errno::last()));
+        }
+        let cnt = cnt as *mut u64;
+        // SAFETY: `cnt` is 8 mapped bytes.
+        unsafe { cnt.write_volatile(from) };
+        // SAFETY: single-threaded program; the child only stores and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            crate::report::reset_fatal_signal_handler();
+            let code = match sys::Mmap::new(&self.fd, len, true, true) {
+                Ok(mut m) => {
+                    let mut page = vec![0u8; PAGE as usize];
+                    for p in from..to {
+                        pattern::fill(self.key, p * PAGE, &mut page);
+                        m.write_at((p * PAGE) as usize, &page);
+                        // SAFETY: `cnt` is 8 mapped bytes, shared with the parent.
+                        unsafe { cnt.write_volatile(p + 1) };
+                    }
+                    0
+                }
+                Err(_) => 2,
+            };
+            // SAFETY: exiting the child without unwinding (the mapping dies with it).
+            unsafe { libc::_exit(code) };
+        }
+        if pid < 0 {
+            return Err(format!("fork: {}", Errno::last()));
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        let w = unsafe { libc::waitpid(pid, &mut status, 0) };
+        // SAFETY: `cnt` is 8 mapped bytes; the child is gone.
+        let n = unsafe { cnt.read_volatile() };
+        // SAFETY: unmapping the counter.
+        unsafe { libc::munmap(cnt.cast(), 8) };
+        if w != pid {
+            return Err(format!("waitpid: {}", Errno::last()));
+        }
+        if libc::WIFSIGNALED(status) {
+            Ok((n, libc::WTERMSIG(status)))
+        } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            Ok((n, 0))
+        } else {
+            Err(format!("the child failed (status {status:#x})"))
+        }
+    }
+
+    /// Check pages `0..n` against the pattern.
+    fn verify(&self, n: u64) -> Result<(), String> {
+        let mut buf = vec![0u8; (PAGE * 64) as usize];
+        let mut scratch = Vec::new();
+        let mut off = 0u64;
+        let end = n * PAGE;
+        while off < end {
+            let want = (end - off).min(buf.len() as u64) as usize;
+            let got = self.fd.pread_full(&mut buf[..want], off).map_err(|e| format!("read at {off}: {e}"))?;
+            if got != want {
+                return Err(format!("short read at {off}: {got} of {want}"));
+            }
+            if let Some(at) = pattern::first_mismatch(self.key, off, &buf[..want], &mut scratch) {
+                return Err(format!("differs at byte {at}"));
+            }
+            off += want as u64;
+        }
+        Ok(())
+    }
+}
+
+fn check_res(r: &mut Report, name: &str, res: Result<(), String>) {
+    match res {
+        Ok(()) => r.pass(name),
+        Err(e) => r.fail(name, "match", e),
+    }
 }
