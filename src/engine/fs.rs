@@ -1163,6 +1163,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Remove every key in `[a, b]`.
+    ///
+    /// Each key `next` finds must be removable: a key that lookups do not reach (a forged
+    /// index node holding keys outside its parent's range) would otherwise come back from
+    /// `next` forever. Such a tree is `Corrupt`.
     pub(crate) fn idx_del_range(&mut self, a: Key, b: Key) -> Result<()> {
         let mut from = a;
         loop {
@@ -1170,8 +1174,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 Some(x) if x.0 <= b => x,
                 _ => return Ok(()),
             };
-            if let Some(o) = self.tree.remove(&mut self.log, &k)? {
-                crate::engine::index::NodeIo::dead(&mut self.log, o);
+            match self.tree.remove(&mut self.log, &k)? {
+                Some(o) => crate::engine::index::NodeIo::dead(&mut self.log, o),
+                None => return Err(Error::Corrupt),
             }
             from = k;
         }

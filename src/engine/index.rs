@@ -264,7 +264,8 @@ impl<P: Platform> Tree<P> {
             Ptr::Mem(s) => Ok(s),
             Ptr::Flash(loc) => {
                 let s = self.decode_node(io, loc, parent, parent)?;
-                if self.node(s)?.level.checked_add(1) != Some(plevel) {
+                if self.node(s)?.level.checked_add(1) != Some(plevel) || !self.within_parent(s, parent, idx)? {
+                    self.free_slot(s);
                     return Err(Error::Corrupt);
                 }
                 let p = self.node_mut(parent)?;
@@ -274,6 +275,34 @@ impl<P: Platform> Tree<P> {
                 Ok(s)
             }
         }
+    }
+
+    /// Whether the keys of node `s`, just loaded as child `idx` of `parent`, lie in the range
+    /// the parent routes to it: at or above the parent's entry `idx` (except for entry 0, whose
+    /// key may be above keys inserted into it later, see [`Tree::split_one`]) and below entry
+    /// `idx + 1`. The tree keeps this for every node it writes; a forged node breaking it
+    /// would hold keys that lookups route elsewhere, so `remove` could not find what `next`
+    /// returns (an endless delete loop) and `next` could step backwards.
+    fn within_parent(&self, s: u32, parent: u32, idx: usize) -> Result<bool> {
+        let n = self.node(s)?.entries.as_slice();
+        let (first, last) = match (n.first(), n.last()) {
+            (Some(f), Some(l)) => (f.key, l.key),
+            // an empty non-root node is never written
+            _ => return Ok(false),
+        };
+        let p = self.node(parent)?.entries.as_slice();
+        if idx > 0 {
+            match p.get(idx) {
+                Some(e) if first >= e.key => {}
+                _ => return Ok(false),
+            }
+        }
+        if let Some(e) = p.get(idx.saturating_add(1)) {
+            if last >= e.key {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Descend to the node at `level` routing by `key`; fills `path` with (slot, idx) pairs of the
@@ -346,6 +375,10 @@ impl<P: Platform> Tree<P> {
                 let n = self.node(cur)?;
                 if n.level == 0 {
                     if let Some(e) = n.entries.as_slice().get(start) {
+                        // never below `from`: callers loop on `next` and must make progress
+                        if e.key < *from {
+                            return Err(Error::Corrupt);
+                        }
                         return match e.ptr {
                             Ptr::Flash(l) => Ok(Some((e.key, l))),
                             Ptr::Mem(_) => Err(Error::Corrupt),

@@ -162,7 +162,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if r.bytes(nlen)? == name {
                 return Ok(Ok((key.key, val, dt)));
             }
-            from = Key::new(ino, k, key.key.saturating_add(1));
+            from = Key::new(ino, k, key.key.checked_add(1).ok_or(Error::Corrupt)?);
         }
         match used.iter().position(|u| !*u) {
             Some(i) => Ok(Err(base | i as u64)),
@@ -864,7 +864,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let dt = r.u8()?;
             let nl = r.u8()? as usize;
             let name = r.bytes(nl)?;
-            let next = key.key.saturating_add(1);
+            // no name hash reaches u64::MAX; a forged key there would make the cookie stall
+            let next = key.key.checked_add(1).ok_or(Error::Corrupt)?;
             if !f(name, ino, ftype_of_dtype(dt), next) {
                 return Ok(());
             }
@@ -972,7 +973,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
             }
             total = total.saturating_add(nl).saturating_add(1);
-            from = Key::new(ino, kind::XATTR, key.key.saturating_add(1));
+            // no name hash reaches u64::MAX; a forged key there would repeat forever
+            from = Key::new(ino, kind::XATTR, key.key.checked_add(1).ok_or(Error::Corrupt)?);
         }
         Ok(total)
     }

@@ -76,3 +76,88 @@ fn hostile_images_in_the_engine() {
     assert!(failed.is_empty(), "engine panics on hostile images (master seed {master}): {failed:#?}");
     assert!(mounted > 0 && mounted < n as usize, "{mounted} of {n} mounted: the mutations do not bite");
 }
+
+/// Runs `body` on its own thread; `None` if it has not finished after `secs` seconds (the
+/// thread is left behind: the test fails anyway).
+fn within<T: Send + 'static>(secs: u64, body: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+}
+
+/// Deletes everything under `dir` it can (errors ignored): every key range of every inode
+/// goes through `destroy_inode`'s delete loop.
+fn delete_tree(fs: &mut fuzz::Fs, dir: u64, depth: u32) {
+    use ferrofs_engine::{FileType, Timespec};
+    let mut ents: Vec<(Vec<u8>, u64, FileType)> = Vec::new();
+    let mut cookie = 2;
+    // bounded: a readdir that does not advance must not hang the test either
+    for _ in 0..10_000 {
+        let mut last = None;
+        let r = fs.readdir(dir, cookie, &mut |name, ino, ft, next| {
+            ents.push((name.to_vec(), ino, ft));
+            last = Some(next);
+            true
+        });
+        match (r, last) {
+            (Ok(()), Some(n)) if n > cookie => cookie = n,
+            _ => break,
+        }
+    }
+    let now = Timespec { sec: 20_000, nsec: 0 };
+    for (name, ino, ft) in ents {
+        if ft == FileType::Dir {
+            if depth < 16 {
+                delete_tree(fs, ino, depth + 1);
+            }
+            let _ = fs.rmdir(dir, &name, now);
+        } else if fs.unlink(dir, &name, now).is_ok() {
+            let _ = fs.evict(ino);
+        }
+    }
+}
+
+/// `make hostile IMAGES=5000 SEED=21` image 2128 (tree-tail:flipfix-index3) hung the guest: a
+/// bit flip (CRC fixed) in the root index node raised the last child's separator key far above
+/// the keys that child holds. Lookups then routed those keys to the child before it, so
+/// `remove` never found the key `next` kept returning and `idx_del_range` (unlink/evict of an
+/// inode in that leaf) looped forever. The same forgery here, on every internal index node of
+/// the tree-tail base: mounting, walking, writing, deleting everything and unmounting must
+/// finish (with errors, the tree is corrupt).
+#[test]
+fn forged_separator_key_does_not_hang() {
+    use ferrofs_engine::format::{rtype, REC_HDR};
+    use ferrofs_tools::hostile::{build_bases, fix_rec, parse, sim_from_bytes};
+    let bases = build_bases(21).expect("hostile bases");
+    let base = bases.iter().find(|b| b.name == "tree-tail").expect("tree-tail base");
+    let p = parse(&base.data).expect("base parses");
+    let mut data = base.data.clone();
+    let mut forged = 0;
+    for r in p.recs.iter().filter(|r| r.hdr.rtype == rtype::INDEX) {
+        let pay = r.off + REC_HDR;
+        let (level, count) = (data[pay], u16::from_le_bytes([data[pay + 1], data[pay + 2]]) as usize);
+        if level == 0 || count < 2 {
+            continue;
+        }
+        // the last entry's key: owner inode (u64 LE) first; bit 62 as in image 2128
+        let ino_at = pay + 3 + (count - 1) * (17 + 12);
+        data[ino_at + 7] |= 0x40;
+        fix_rec(&mut data, r.off, p.seed);
+        forged += 1;
+    }
+    assert!(forged > 0, "the tree-tail base has no internal index node to forge");
+    let img = data.clone();
+    let out = within(60, move || {
+        let o = fuzz::exercise(sim_from_bytes(&img).expect("sim"), MountOptions { cache_nodes: 32, ..MountOptions::default() });
+        let mut fs = fuzz::Fs::mount(sim_from_bytes(&img).expect("sim"), MountOptions { cache_nodes: 32, ..MountOptions::default() })
+            .expect("the forged image mounts (only a separator key changed)");
+        delete_tree(&mut fs, ferrofs_engine::ROOT_INO, 0);
+        let _ = fs.unmount();
+        o
+    });
+    let o = out.expect("the engine hangs on a forged index separator key");
+    eprintln!("forged separator keys ({forged} nodes): {o:?}");
+    assert!(o.mounted, "{o:?}");
+}

@@ -248,3 +248,68 @@ fn failed_allocations_leave_the_tree_intact() {
     }
     assert!(fails > 500, "only {fails} failures injected");
 }
+
+/// A node payload as the tree encodes it: level, count, then (key, loc) pairs.
+fn node_bytes(level: u8, entries: &[(Key, Loc)]) -> Vec<u8> {
+    let mut v = vec![level];
+    v.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for (k, l) in entries {
+        v.extend_from_slice(&k.ino.to_le_bytes());
+        v.push(k.kind);
+        v.extend_from_slice(&k.key.to_le_bytes());
+        for x in [l.seg, l.off, l.len] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    v
+}
+
+/// A forged tree whose keys do not follow the routing (a leaf holding keys below the range its
+/// grandparent routes to it, which its parent alone cannot tell) must not make `next` step
+/// backwards: callers loop on `next(k + 1)` and would go round forever. Likewise a child
+/// node whose keys fall outside its parent's entries is `Corrupt` when it is loaded.
+#[test]
+fn forged_key_ranges_are_corrupt_not_cycles() {
+    let k = |n: u64| Key::new(n, 0, 0);
+    let at = |off: u32| Loc { seg: 1, off, len: 100 };
+    let v = |n: u64| Loc { seg: 2, off: n as u32, len: 10 };
+    let mut io = Store::default();
+    // root (level 2) -> [A (level 1) from 10, B (level 1) from 100]
+    io.nodes.insert((1, 1), node_bytes(2, &[(k(10), at(2)), (k(100), at(3))]));
+    io.nodes.insert((1, 2), node_bytes(1, &[(k(10), at(4)), (k(50), at(5))]));
+    io.nodes.insert((1, 3), node_bytes(1, &[(k(100), at(6)), (k(150), at(7))]));
+    io.nodes.insert((1, 4), node_bytes(0, &[(k(10), v(10)), (k(20), v(20))]));
+    io.nodes.insert((1, 5), node_bytes(0, &[(k(50), v(50)), (k(60), v(60))]));
+    // forged: B's first leaf holds 70, below B's range [100, ..)
+    io.nodes.insert((1, 6), node_bytes(0, &[(k(70), v(70)), (k(110), v(110))]));
+    io.nodes.insert((1, 7), node_bytes(0, &[(k(150), v(150)), (k(160), v(160))]));
+    let mut tree: Tree<StdPlatform> = Tree::new(16);
+    tree.set_root(Some((at(1), 2)));
+    assert_eq!(tree.next(&mut io, &k(55)).unwrap(), Some((k(60), v(60))));
+    assert_eq!(tree.next(&mut io, &k(65)).unwrap(), Some((k(70), v(70))));
+    // 75 routes to A's last leaf; the next leaf starts at 70: a step back
+    assert!(matches!(tree.next(&mut io, &k(75)), Err(Error::Corrupt)), "next went backwards");
+    assert_eq!(tree.next(&mut io, &k(111)).unwrap(), Some((k(150), v(150))));
+
+    // a leaf above its parent's next entry (the root's last separator raised, as in hostile
+    // seed 21 image 2128): loading it is Corrupt, lookups of its keys do not silently miss
+    let mut io = Store::default();
+    io.nodes.insert((1, 1), node_bytes(1, &[(k(10), at(2)), (k(50), at(3)), (k(1 << 62), at(4))]));
+    io.nodes.insert((1, 2), node_bytes(0, &[(k(10), v(10)), (k(20), v(20))]));
+    io.nodes.insert((1, 3), node_bytes(0, &[(k(50), v(50)), (k(60), v(60))]));
+    io.nodes.insert((1, 4), node_bytes(0, &[(k(90), v(90)), (k(95), v(95))]));
+    let mut tree: Tree<StdPlatform> = Tree::new(16);
+    tree.set_root(Some((at(1), 1)));
+    assert_eq!(tree.get(&mut io, &k(20)).unwrap(), Some(v(20)));
+    assert_eq!(tree.get(&mut io, &k(60)).unwrap(), Some(v(60)));
+    assert!(matches!(tree.next(&mut io, &k(61)), Err(Error::Corrupt)), "leaf 90..95 under separator 2^62 loaded");
+    // a leaf reaching into the next entry's range is Corrupt too
+    let mut io = Store::default();
+    io.nodes.insert((1, 1), node_bytes(1, &[(k(10), at(2)), (k(50), at(3))]));
+    io.nodes.insert((1, 2), node_bytes(0, &[(k(10), v(10)), (k(55), v(55))]));
+    io.nodes.insert((1, 3), node_bytes(0, &[(k(60), v(60))]));
+    let mut tree: Tree<StdPlatform> = Tree::new(16);
+    tree.set_root(Some((at(1), 1)));
+    assert!(matches!(tree.get(&mut io, &k(10)), Err(Error::Corrupt)));
+    assert_eq!(tree.get(&mut io, &k(60)).unwrap(), Some(v(60)));
+}
