@@ -47,7 +47,9 @@ impl MtdFlash {
             )
         };
         let kind = match ty {
-            MTD_NANDFLASH | MTD_MLCNANDFLASH => FlashKind::Nand,
+            MTD_NANDFLASH => FlashKind::Nand,
+            // refused by the engine until paired pages are handled (see `FlashKind::MlcNand`)
+            MTD_MLCNANDFLASH => FlashKind::MlcNand,
             _ if ty == MTD_NORFLASH => FlashKind::Nor,
             _ => FlashKind::Nor,
         };

@@ -19,6 +19,7 @@ use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
 use crate::engine::budget::Budget;
 use crate::engine::error::Error as EError;
+use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
 use crate::kplatform::KPlatform;
@@ -323,6 +324,7 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
         // SAFETY: `get_tree_mtd` set `s_mtd` to a referenced MTD device before calling us.
         let flash = unsafe { MtdFlash::new(shim::ferrofs_sb_mtd(sb))? };
         let index = flash.index;
+        let mlc = flash.geometry().kind == FlashKind::MlcNand;
         // SAFETY: `sb` is being set up by us.
         let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
         flash.check_writeable(read_only)?;
@@ -333,6 +335,7 @@ pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *
                 match e {
                     EError::BadFormat => pr_err!("mtd{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", index),
                     EError::Corrupt => pr_err!("mtd{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", index),
+                    EError::NotSupported if mlc => pr_err!("mtd{}: cannot mount: MLC NAND is not supported yet (a power cut while programming a page can destroy its paired page); use the chip in an SLC mode\n", index),
                     e => pr_err!("mtd{}: cannot mount: error {:?}\n", index, e),
                 }
                 return Err(kerr(e));
