@@ -1750,10 +1750,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Err(Error::Corrupt) if self.log.seg(v)?.flags & SEG_STUCK != 0 => {}
             Err(e) => return Err(e),
         }
-        self.maybe_commit()?;
-        if self.log.free_count() <= self.cp_margin() {
-            self.checkpoint()?;
-        }
+        self.gc_after_victim()?;
         Ok(true)
     }
 
@@ -1763,38 +1760,48 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     fn move_segment(&mut self, v: u32) -> Result<()> {
         let vi = *self.log.seg(v)?;
         let mut off = 0u32;
-        loop {
-            let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
-            let r = self.log.scan(v, off, vi.seq, &mut tmp);
-            let (h, loc) = match r {
-                Ok(Some(x)) => x,
-                Ok(None) => {
-                    self.buf2 = tmp;
-                    break;
-                }
-                Err(e) => {
-                    self.buf2 = tmp;
-                    return Err(e);
-                }
-            };
+        while let Some(loc) = self.gc_move_next(v, off, vi.seq)? {
             off = loc.off.saturating_add(loc.len);
-            let res = self.gc_record(&h, loc, &tmp);
-            self.buf2 = tmp;
-            res?;
-            if self.should_checkpoint() {
-                // keep the dirty part of the index bounded while moving a large segment
-                if self.in_checkpoint {
-                    self.tree.commit(&mut self.log)?;
-                } else {
-                    self.checkpoint()?;
-                }
-            }
+            self.gc_bound_index()?;
             if self.log.seg(v)?.live == 0 {
                 break;
             }
         }
-        let left = self.log.seg(v)?.live;
-        if left != 0 {
+        if self.gc_settle(v, vi.flags)? {
+            return Err(Error::Corrupt);
+        }
+        Ok(())
+    }
+
+    /// Move the first record of segment `v` (sequence `seq`) at or after `off` (see
+    /// `gc_record`); returns where it was, or `None` at the end of the segment.
+    pub(crate) fn gc_move_next(&mut self, v: u32, off: u32, seq: u64) -> Result<Option<Loc>> {
+        let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
+        let res = match self.log.scan(v, off, seq, &mut tmp) {
+            Ok(Some((h, loc))) => self.gc_record(&h, loc, &tmp).map(|()| Some(loc)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        self.buf2 = tmp;
+        res
+    }
+
+    /// Keep the dirty part of the index bounded while moving a large segment.
+    pub(crate) fn gc_bound_index(&mut self) -> Result<()> {
+        if self.should_checkpoint() {
+            if self.in_checkpoint {
+                self.tree.commit(&mut self.log)?;
+            } else {
+                self.checkpoint()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After moving what could be moved out of segment `v` (whose flags were `flags0` when the
+    /// move began): returns true when something live is left in it, which is then stuck.
+    pub(crate) fn gc_settle(&mut self, v: u32, flags0: u8) -> Result<bool> {
+        if self.log.seg(v)?.live != 0 {
             // Something live could not be read back (an uncorrectable page stops the scan):
             // keep the segment, never erase live data, and never pick it again (every later
             // move would fail the same way, and the foreground GC would fail every write).
@@ -1802,10 +1809,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let si = self.log.seg_mut(v)?;
             si.flags &= !SEG_SCRUB;
             si.flags |= SEG_STUCK | SEG_RETIRE;
-            return Err(Error::Corrupt);
+            return Ok(true);
         }
-        if vi.flags & SEG_SCRUB != 0 && vi.flags & SEG_RETIRE == 0 {
+        if flags0 & SEG_SCRUB != 0 && flags0 & SEG_RETIRE == 0 {
             self.log.faults.scrubbed_segments = self.log.faults.scrubbed_segments.saturating_add(1);
+        }
+        Ok(false)
+    }
+
+    /// After a victim: commit if due, and checkpoint when free segments ran down to the margin.
+    pub(crate) fn gc_after_victim(&mut self) -> Result<()> {
+        self.maybe_commit()?;
+        if self.log.free_count() <= self.cp_margin() {
+            self.checkpoint()?;
         }
         Ok(())
     }

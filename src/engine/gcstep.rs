@@ -13,7 +13,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::segstate;
 use crate::engine::fs::{Engine, GC_MAX_LIVE};
-use crate::engine::log::{SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::log::{SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Where a background GC stopped inside its victim.
@@ -139,48 +139,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if scanned >= max_bytes.max(1) {
                 return Ok(GcProgress::More(c));
             }
-            let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
-            let r = self.log.scan(v, c.off, c.seq, &mut tmp);
-            let (h, loc) = match r {
-                Ok(Some(x)) => x,
-                Ok(None) => {
-                    self.buf2 = tmp;
-                    break;
-                }
-                Err(e) => {
-                    self.buf2 = tmp;
-                    return Err(e);
-                }
+            let loc = match self.gc_move_next(v, c.off, c.seq)? {
+                Some(loc) => loc,
+                None => break,
             };
             c.off = loc.off.saturating_add(loc.len);
             scanned = scanned.saturating_add(loc.len);
-            let res = self.gc_record(&h, loc, &tmp);
-            self.buf2 = tmp;
-            res?;
-            if self.should_checkpoint() {
-                // keep the dirty part of the index bounded while moving a large segment
-                if self.in_checkpoint {
-                    self.tree.commit(&mut self.log)?;
-                } else {
-                    self.checkpoint()?;
-                }
-            }
+            self.gc_bound_index()?;
             finished = self.log.seg(v)?.live == 0;
         }
-        // the end of `move_segment` and `gc_once`
-        let left = self.log.seg(v)?.live;
-        if left != 0 {
-            // something live could not be read back: keep the segment, never pick it again
-            let si = self.log.seg_mut(v)?;
-            si.flags &= !SEG_SCRUB;
-            si.flags |= SEG_STUCK | SEG_RETIRE;
-        } else if c.flags0 & SEG_SCRUB != 0 && c.flags0 & SEG_RETIRE == 0 {
-            self.log.faults.scrubbed_segments = self.log.faults.scrubbed_segments.saturating_add(1);
-        }
-        self.maybe_commit()?;
-        if self.log.free_count() <= self.cp_margin() {
-            self.checkpoint()?;
-        }
+        // the end of `move_segment` and `gc_once` (a stuck segment is skipped from now on)
+        self.gc_settle(v, c.flags0)?;
+        self.gc_after_victim()?;
         Ok(GcProgress::Done)
     }
 }
