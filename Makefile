@@ -21,7 +21,7 @@ tools:
 	qemu/build-tools.sh
 
 initramfs: module tools harness-module
-	source qemu/env.sh && qemu/mkinitramfs.sh "$$(kernel_dir)/linux" build/initramfs-$${FERROFS_KFLAVOUR}.cpio.gz tests/harness/faulty/faulty.ko
+	source qemu/env.sh && qemu/mkinitramfs.sh "$$(kernel_dir)/linux" build/initramfs-$${FERROFS_KFLAVOUR}.cpio tests/harness/faulty/faulty.ko
 
 harness-module: kernel
 	qemu/build-module.sh $(CURDIR)/tests/harness/faulty

@@ -9,7 +9,7 @@
 #   --timeout SECS  hard limit for the whole guest run (default 900); a hung guest fails
 #   --mem MIB       guest memory (default 1024)
 #   --log FILE      console log (default build/logs/NAME.log)
-#   --initrd FILE   use this initramfs instead of build/initramfs.cpio.gz
+#   --initrd FILE   use this initramfs instead of build/initramfs-FLAVOUR.cpio
 #   --append TEXT   extra kernel command line
 # Environment: FERROFS_KFLAVOUR=release|debug selects the kernel; FERROFS_ACCEL=tcg|kvm forces
 # the accelerator (default: KVM only if a cached probe showed that a guest boots under it).
@@ -48,7 +48,7 @@ fi
 KDIR="$(kernel_dir)/linux"
 KERNEL="$KDIR/arch/x86/boot/bzImage"
 [ -f "$(kernel_dir)/.complete" ] || { echo "run-guest: no $FERROFS_KFLAVOUR kernel built for the current inputs: run 'make kernel'" >&2; exit 1; }
-initrd="${initrd:-$FERROFS_ROOT/build/initramfs-$FERROFS_KFLAVOUR.cpio.gz}"
+initrd="${initrd:-$FERROFS_ROOT/build/initramfs-$FERROFS_KFLAVOUR.cpio}"
 [ -f "$initrd" ] || { echo "run-guest: $initrd missing: run 'make initramfs'" >&2; exit 1; }
 mkdir -p "$FERROFS_ROOT/build/logs"
 log="${log:-$FERROFS_ROOT/build/logs/$name.log}"

@@ -9,7 +9,7 @@
 #   --tiny    seconds per target: a smoke run of the rig itself (results in bench/results/tmp/)
 #   --targets the targets to run (default: raw jffs2 ubifs f2fs ext4 ferrofs)
 #   --out     results folder (default bench/results/<UTC date>-<commit>-<profile>/)
-#   --initrd  initramfs to boot (default build/initramfs-<flavour>.cpio.gz, as `make initramfs` builds it)
+#   --initrd  initramfs to boot (default build/initramfs-<flavour>.cpio, as `make initramfs` builds it)
 # Needs the kernel, ferrofs.ko, build/tools and the initramfs (`make initramfs`; `make bench` does it).
 #
 # Each target runs in a fresh guest (tests/vm/bench-target) with a fresh nandsim; the guest writes
@@ -57,7 +57,7 @@ fi
 APPEND="tsc_early_khz=$tsc_khz tsc=reliable"
 
 KDIR="$(kernel_dir)/linux"
-INITRD_SRC="${initrd_opt:-build/initramfs-$FERROFS_KFLAVOUR.cpio.gz}"
+INITRD_SRC="${initrd_opt:-build/initramfs-$FERROFS_KFLAVOUR.cpio}"
 BENCH_TOOL="build/tools/ferrofs-bench"
 for f in "$(kernel_dir)/.complete" "$INITRD_SRC" "$BENCH_TOOL"; do
   [ -e "$f" ] || { echo "run-bench: $f missing: run 'make initramfs' (or 'make bench')" >&2; exit 1; }
@@ -74,12 +74,12 @@ fi
 work="build/bench/$stamp-$profile"
 mkdir -p "$work/disks" "$work/logs" "$out/json"
 # A private copy of the initramfs: other work in this checkout may rebuild the shared one mid-run.
-cp "$INITRD_SRC" "$work/initramfs.cpio.gz"
+cp "$INITRD_SRC" "$work/initramfs.cpio"
 # fio for the cross-check, appended as a second archive (qemu/mkinitramfs.sh --fio-overlay): only
 # the bench guests unpack its ~80 MB of libraries. Without it the guests record fio as not run.
 fio_overlay=none
 if qemu/mkinitramfs.sh --fio-overlay "$work/fio-overlay.cpio.gz" >&2; then
-  cat "$work/fio-overlay.cpio.gz" >> "$work/initramfs.cpio.gz"
+  cat "$work/fio-overlay.cpio.gz" >> "$work/initramfs.cpio"
   fio_overlay="$(fio --version 2>/dev/null) ($(du -k "$work/fio-overlay.cpio.gz" | cut -f1) kB compressed)"
 else
   echo "run-bench: no fio overlay (run qemu/install-deps.sh): the fio cross-check will be missing" >&2
@@ -121,7 +121,7 @@ for t in $targets; do
   echo "=== run-bench: $t ($profile)"
   t0=$(date +%s)
   qemu/run-guest.sh --mem "$MEM" --timeout "$timeout_s" --disk "$disk" --log "$log" --append "$APPEND" \
-    --initrd "$work/initramfs.cpio.gz" bench-target "$t" "$profile" > "$work/logs/$t.run" 2>&1
+    --initrd "$work/initramfs.cpio" bench-target "$t" "$profile" > "$work/logs/$t.run" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   grep -aE '^  \| bench\[' "$work/logs/$t.run" | sed 's/^  | //' || true

@@ -20,7 +20,7 @@
 # Options (environment): CUTS (5), FS (ferrofs), SEED (random, printed), PROCS (3),
 #   MIN_S/MAX_S (1/8: the kill's delay into the workload, seconds), MOUNT_MS (300),
 #   MAX_MINUTES (none: past it the next boot is the last one, and the counts cover the cuts made),
-#   FLASH_MIB (64), MEM (512), INITRD (build/initramfs-FLAVOUR.cpio.gz), FERROFS_KFLAVOUR (release).
+#   FLASH_MIB (64), MEM (512), INITRD (build/initramfs-FLAVOUR.cpio), FERROFS_KFLAVOUR (release).
 # The master seed fixes every choice (guest seeds, delays, mount options, which boots are cut in
 # the mount); TCG timing is not deterministic, so a repeat lands the kills near, not exactly on,
 # the same operations.
@@ -46,7 +46,7 @@ case "$FS" in ferrofs|ubifs) ;; *) echo "run-powercut: FS must be ferrofs or ubi
 
 KDIR="$(kernel_dir)/linux"
 KERNEL="$KDIR/arch/x86/boot/bzImage"
-INITRD="${INITRD:-build/initramfs-$FERROFS_KFLAVOUR.cpio.gz}"
+INITRD="${INITRD:-build/initramfs-$FERROFS_KFLAVOUR.cpio}"
 [ -f "$(kernel_dir)/.complete" ] || { echo "run-powercut: no $FERROFS_KFLAVOUR kernel: run 'make kernel'" >&2; exit 1; }
 [ -f "$INITRD" ] || { echo "run-powercut: $INITRD missing: run 'make initramfs'" >&2; exit 1; }
 ACCEL="${FERROFS_ACCEL:-tcg}"
