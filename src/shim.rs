@@ -8,7 +8,7 @@ use kernel::bindings::{
     kmem_cache, kstatfs, mtd_info, block_device, bio, page, readahead_control, seq_file, super_block, xattr, xattr_handler,
 };
 
-/// `fill_super` callback type taken by `get_tree_mtd`.
+/// `fill_super` callback type taken by `get_tree_mtd` and `get_tree_bdev`.
 pub(crate) type FillSuper = unsafe extern "C" fn(*mut super_block, *mut fs_context) -> c_int;
 
 // The bindings' structs with no fields (as `mod_arch_specific` inside `struct inode`'s

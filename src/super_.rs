@@ -495,13 +495,13 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     drop(info);
 }
 
-/// Called by `kill_sb` after `kill_mtd_super`: free the per-superblock state of a superblock
+/// Called by `kill_sb` after `kill_mtd_super` or `kill_block_super`: free the per-superblock state of a superblock
 /// whose `fill_super` failed after attaching it (`put_super` runs only for a superblock with a
 /// root, and nulls `s_fs_info`). Nothing is written: the mount wrote its checkpoint already.
 ///
 /// # Safety
 ///
-/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` (no inode, no thread left).
+/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` or `kill_block_super` (no inode, no thread left).
 pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
     let p = unsafe { (*sb).s_fs_info };
