@@ -91,7 +91,7 @@ pub(crate) unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
         }
         if ticks >= info.opts.commit && fs.log_seq() != last_seq {
             if let Err(e) = fs.sync() {
-                pr_err!("mtd{}: periodic checkpoint failed: {:?}\n", info.mtd_index, e);
+                pr_err!("{}: periodic checkpoint failed: {:?}\n", info.dev, e);
             }
             last_seq = fs.log_seq();
             ticks = 0;
@@ -126,7 +126,7 @@ fn bg_gc(info: &SbInfo, sb: *mut bindings::super_block) {
             Ok(GcProgress::Done | GcProgress::Idle) => return,
             Err(EError::NoSpace) => return,
             Err(e) => {
-                pr_warn!("mtd{}: background GC stopped on error {:?}\n", info.mtd_index, e);
+                pr_warn!("{}: background GC stopped on error {:?}\n", info.dev, e);
                 return;
             }
         }
@@ -151,7 +151,7 @@ pub(crate) unsafe fn start_bg(sb: *mut bindings::super_block) {
     }
     let mut name = [0u8; 16];
     let mut w = ByteWriter { buf: &mut name, len: 0 };
-    let _ = core::fmt::write(&mut w, format_args!("mtd{}", info.mtd_index));
+    let _ = core::fmt::write(&mut w, format_args!("{}", info.dev));
     // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s" and
     // `name` is NUL-terminated (ByteWriter keeps the last byte zero).
     let task = unsafe {
@@ -160,7 +160,7 @@ pub(crate) unsafe fn start_bg(sb: *mut bindings::super_block) {
     let task = match kernel::error::from_err_ptr(task) {
         Ok(t) => t,
         Err(e) => {
-            pr_warn!("mtd{}: no background thread ({}): checkpoints only at sync and unmount\n", info.mtd_index, e.to_errno());
+            pr_warn!("{}: no background thread ({}): checkpoints only at sync and unmount\n", info.dev, e.to_errno());
             return;
         }
     };

@@ -13,7 +13,7 @@ use crate::engine::error::Error as EError;
 use crate::shim;
 use crate::bg::{start_bg, stop_bg};
 use crate::kfs::{cstr, kerr, sbi, SB_RDONLY};
-use crate::super_::fill_super;
+use crate::super_::{fill_super_bdev, fill_super_mtd};
 
 /// Mount options.
 #[derive(Clone, Copy)]
@@ -112,11 +112,30 @@ pub(crate) fn parse_u32(s: &[u8]) -> Option<u32> {
     Some(v)
 }
 
-/// `fs_context_operations::get_tree`: find the MTD device named by the source.
+/// Whether a mount source names an MTD device (`mtdN`, `mtd:NAME`) rather than a block
+/// device path (`/dev/vda`, `/dev/loop0`, `/dev/mtdblock0`).
+pub(crate) fn is_mtd_source(src: &[u8]) -> bool {
+    match src {
+        [b'm', b't', b'd', b':', ..] => true,
+        [b'm', b't', b'd', d, ..] => d.is_ascii_digit(),
+        _ => false,
+    }
+}
+
+/// `fs_context_operations::get_tree`: the backend by the source. `mtdN` and `mtd:NAME` go to
+/// `get_tree_mtd` (raw flash); anything else is a block device path for `get_tree_bdev` (which
+/// reports a missing source or a path that is not a block device itself).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ferrofs_get_tree(fc: *mut bindings::fs_context) -> c_int {
-    // SAFETY: `fc` is valid; `fill_super` matches the callback type.
-    unsafe { shim::ferrofs_get_tree_mtd(fc, fill_super) }
+    // SAFETY: `fc` is valid; its source is null or a NUL-terminated string it owns.
+    let src = unsafe { shim::ferrofs_fc_source(fc) };
+    // SAFETY: non-null, so a NUL-terminated string owned by `fc` (see above).
+    if !src.is_null() && !is_mtd_source(unsafe { cstr(src) }) {
+        // SAFETY: `fc` is valid; `fill_super_bdev` matches the callback type.
+        return unsafe { shim::ferrofs_get_tree_bdev(fc, fill_super_bdev) };
+    }
+    // SAFETY: `fc` is valid; `fill_super_mtd` matches the callback type.
+    unsafe { shim::ferrofs_get_tree_mtd(fc, fill_super_mtd) }
 }
 
 /// `fs_context_operations::reconfigure` (remount).
@@ -144,8 +163,8 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
         if old_ro && !new_ro {
             let r = {
                 let mut fs = info.lock();
-                // A read-only MTD (no MTD_WRITEABLE) stays read-only: refused with EROFS and a
-                // message, before the engine tries to finish the mount on it.
+                // A read-only MTD (no MTD_WRITEABLE) or block device stays read-only: refused
+                // with EROFS and a message, before the engine tries to finish the mount on it.
                 match fs.flash().check_writeable(false) {
                     Ok(()) => fs.set_read_only(false),
                     Err(e) => return Err(e),
@@ -160,13 +179,13 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
                     return Err(fc_err(c_str!("the volume has features this version can only read; it stays read-only")));
                 }
                 Err(e) => {
-                    pr_err!("mtd{}: cannot remount read-write: error {:?}\n", info.mtd_index, e);
+                    pr_err!("{}: cannot remount read-write: error {:?}\n", info.dev, e);
                     return Err(kerr(e));
                 }
             }
             // SAFETY: `sb` is mounted and the caller holds s_umount.
             unsafe { start_bg(sb) };
-            pr_info!("mtd{}: remounted read-write\n", info.mtd_index);
+            pr_info!("{}: remounted read-write\n", info.dev);
             return Ok(0);
         }
         // SAFETY: `sb` is mounted and the caller holds s_umount.
@@ -176,7 +195,7 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
             let r = info.lock().set_read_only(true);
             if let Err(e) = r {
                 // stay read-write, as the VFS does when this fails
-                pr_err!("mtd{}: cannot remount read-only: checkpoint error {:?}\n", info.mtd_index, e);
+                pr_err!("{}: cannot remount read-only: checkpoint error {:?}\n", info.dev, e);
                 let _ = info.lock().set_read_only(false);
                 // SAFETY: as above.
                 unsafe { start_bg(sb) };

@@ -15,6 +15,8 @@ use kernel::{bindings, c_str, types::Opaque};
 #[allow(unreachable_pub, dead_code, unused_imports)]
 mod engine;
 mod kplatform;
+mod backend;
+mod blk;
 mod mtd;
 mod shim;
 mod bg;
@@ -59,12 +61,18 @@ static FS_TYPE: FsType = FsType(Opaque::new(bindings::file_system_type {
 struct Ferrofs;
 
 /// `file_system_type::kill_sb`: shut the superblock down (`put_super` unmounts the engine),
-/// then release the MTD device, then free what a failed `fill_super` left attached.
+/// then release the device (MTD: `kill_mtd_super`; block device: `kill_block_super`), then free
+/// what a failed `fill_super` left attached.
 unsafe extern "C" fn kill_sb(sb: *mut bindings::super_block) {
-    // SAFETY: the VFS passes a superblock of ours that was set up by `get_tree_mtd`; it stays
-    // allocated until `kill_sb` returns.
+    // SAFETY: the VFS passes a superblock of ours that was set up by `get_tree_mtd` (which
+    // sets `s_mtd` before the superblock exists for anyone) or by `get_tree_bdev` (never sets
+    // `s_mtd`); it stays allocated until `kill_sb` returns.
     unsafe {
-        shim::ferrofs_kill_mtd_super(sb);
+        if shim::ferrofs_sb_mtd(sb).is_null() {
+            shim::ferrofs_kill_block_super(sb);
+        } else {
+            shim::ferrofs_kill_mtd_super(sb);
+        }
         super_::free_unmounted(sb);
     }
 }

@@ -59,7 +59,7 @@ pub(crate) fn iget(sb: &SuperBlock, a: &EInode) -> Result<*mut bindings::inode> 
                 bindings::init_special_inode(inode, a.mode as u16, shim::ferrofs_new_decode_dev(a.rdev));
             }
             None => {
-                pr_err!("mtd{}: corrupt inode {}: bad mode {:o}\n", sb.info().mtd_index, a.ino, a.mode);
+                pr_err!("{}: corrupt inode {}: bad mode {:o}\n", sb.info().dev, a.ino, a.mode);
                 bindings::iget_failed(inode);
                 return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
             }
@@ -196,7 +196,7 @@ pub(crate) unsafe extern "C" fn evict_inode(inode: *mut bindings::inode) {
         let mut fs = info.lock();
         if !fs.is_read_only() {
             if let Err(e) = fs.evict(ino) {
-                pr_warn!("mtd{}: could not free deleted inode {} ({:?}); it stays on the orphan list\n", info.mtd_index, ino, e);
+                pr_warn!("{}: could not free deleted inode {} ({:?}); it stays on the orphan list\n", info.dev, ino, e);
             }
         }
         drop(fs);

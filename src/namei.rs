@@ -89,7 +89,7 @@ fn make_node(idmap: *mut bindings::mnt_idmap, dir: &Inode, dentry: &Dentry, mode
             r.map_err(kerr).and_then(|_| refresh(&mut fs, dir))
         };
         if let Err(e) = res {
-            pr_warn!("mtd{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.mtd_index, a.ino, e.to_errno());
+            pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, e.to_errno());
         }
         inode.clear_nlink();
         // SAFETY: drops the reference from `iget`; `inode` is not used after this.

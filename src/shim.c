@@ -11,6 +11,8 @@
 #include <linux/fs_parser.h>
 #include <linux/mtd/mtd.h>
 #include <linux/mtd/super.h>
+#include <linux/blkdev.h>
+#include <linux/bio.h>
 #include <linux/pagemap.h>
 #include <linux/highmem.h>
 #include <linux/sched/mm.h>
@@ -59,6 +61,33 @@ int ferrofs_mtd_erase(struct mtd_info *mtd, loff_t addr, u64 len)
 int ferrofs_mtd_block_isbad(struct mtd_info *mtd, loff_t ofs) { return mtd_block_isbad(mtd, ofs); }
 int ferrofs_mtd_block_markbad(struct mtd_info *mtd, loff_t ofs) { return mtd_block_markbad(mtd, ofs); }
 void ferrofs_mtd_sync(struct mtd_info *mtd) { mtd_sync(mtd); }
+
+/* Mounting on a block device (the block backend, src/blk.rs): get_tree_bdev opens the device
+ * named by the source exclusively and calls fill_super with sb->s_bdev set. */
+int ferrofs_get_tree_bdev(struct fs_context *fc, int (*fill_super)(struct super_block *, struct fs_context *))
+{ return get_tree_bdev(fc, fill_super); }
+void ferrofs_kill_block_super(struct super_block *sb) { kill_block_super(sb); }
+struct block_device *ferrofs_sb_bdev(struct super_block *sb) { return sb->s_bdev; }
+const char *ferrofs_sb_id(const struct super_block *sb) { return sb->s_id; }
+const char *ferrofs_fc_source(const struct fs_context *fc) { return fc->source; }
+
+/* Block device geometry and I/O (blkdev.h/bio.h inlines; struct bio's iterator). */
+u64 ferrofs_bdev_nr_bytes(struct block_device *bdev) { return bdev_nr_bytes(bdev); }
+u32 ferrofs_bdev_logical_block_size(struct block_device *bdev) { return bdev_logical_block_size(bdev); }
+u32 ferrofs_bdev_physical_block_size(struct block_device *bdev) { return bdev_physical_block_size(bdev); }
+bool ferrofs_bdev_read_only(struct block_device *bdev) { return bdev_read_only(bdev); }
+u32 ferrofs_bdev_max_discard_sectors(struct block_device *bdev) { return bdev_max_discard_sectors(bdev); }
+int ferrofs_blkdev_issue_discard(struct block_device *bdev, u64 sector, u64 nr_sects) { return blkdev_issue_discard(bdev, sector, nr_sects, GFP_NOFS); }
+int ferrofs_blkdev_issue_flush(struct block_device *bdev) { return blkdev_issue_flush(bdev); }
+struct bio *ferrofs_bio_alloc(struct block_device *bdev, unsigned short nr_vecs, bool write, u64 sector)
+{ struct bio *bio = bio_alloc(bdev, nr_vecs, write ? REQ_OP_WRITE | REQ_SYNC : REQ_OP_READ, GFP_NOFS); if (bio) bio->bi_iter.bi_sector = sector; return bio; }
+bool ferrofs_bio_add_page(struct bio *bio, struct page *page, unsigned int len) { return bio_add_page(bio, page, len, 0) == len; }
+int ferrofs_submit_bio_wait(struct bio *bio) { return submit_bio_wait(bio); }
+void ferrofs_bio_put(struct bio *bio) { bio_put(bio); }
+unsigned int ferrofs_bio_max_vecs(void) { return BIO_MAX_VECS; }
+struct page *ferrofs_alloc_page(void) { return alloc_page(GFP_NOFS); }
+void ferrofs_free_page(struct page *page) { __free_page(page); }
+void *ferrofs_page_address(struct page *page) { return page_address(page); }
 
 /* fs_context: opaque to Rust. The operations table points at Rust callbacks. */
 static const struct fs_context_operations ferrofs_context_ops = {

@@ -5,10 +5,10 @@
 use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
-    kmem_cache, kstatfs, mtd_info, readahead_control, seq_file, super_block, xattr, xattr_handler,
+    kmem_cache, kstatfs, mtd_info, block_device, bio, page, readahead_control, seq_file, super_block, xattr, xattr_handler,
 };
 
-/// `fill_super` callback type taken by `get_tree_mtd`.
+/// `fill_super` callback type taken by `get_tree_mtd` and `get_tree_bdev`.
 pub(crate) type FillSuper = unsafe extern "C" fn(*mut super_block, *mut fs_context) -> c_int;
 
 // The bindings' structs with no fields (as `mod_arch_specific` inside `struct inode`'s
@@ -35,6 +35,26 @@ extern "C" {
     pub(crate) fn ferrofs_mtd_block_isbad(mtd: *mut mtd_info, ofs: i64) -> c_int;
     pub(crate) fn ferrofs_mtd_block_markbad(mtd: *mut mtd_info, ofs: i64) -> c_int;
     pub(crate) fn ferrofs_mtd_sync(mtd: *mut mtd_info);
+    pub(crate) fn ferrofs_get_tree_bdev(fc: *mut fs_context, fill: FillSuper) -> c_int;
+    pub(crate) fn ferrofs_kill_block_super(sb: *mut super_block);
+    pub(crate) fn ferrofs_sb_bdev(sb: *mut super_block) -> *mut block_device;
+    pub(crate) fn ferrofs_sb_id(sb: *const super_block) -> *const c_char;
+    pub(crate) fn ferrofs_fc_source(fc: *const fs_context) -> *const c_char;
+    pub(crate) fn ferrofs_bdev_nr_bytes(bdev: *mut block_device) -> u64;
+    pub(crate) fn ferrofs_bdev_logical_block_size(bdev: *mut block_device) -> u32;
+    pub(crate) fn ferrofs_bdev_physical_block_size(bdev: *mut block_device) -> u32;
+    pub(crate) fn ferrofs_bdev_read_only(bdev: *mut block_device) -> bool;
+    pub(crate) fn ferrofs_bdev_max_discard_sectors(bdev: *mut block_device) -> u32;
+    pub(crate) fn ferrofs_blkdev_issue_discard(bdev: *mut block_device, sector: u64, nr_sects: u64) -> c_int;
+    pub(crate) fn ferrofs_blkdev_issue_flush(bdev: *mut block_device) -> c_int;
+    pub(crate) fn ferrofs_bio_alloc(bdev: *mut block_device, nr_vecs: u16, write: bool, sector: u64) -> *mut bio;
+    pub(crate) fn ferrofs_bio_add_page(bio: *mut bio, page: *mut page, len: c_uint) -> bool;
+    pub(crate) fn ferrofs_submit_bio_wait(bio: *mut bio) -> c_int;
+    pub(crate) fn ferrofs_bio_put(bio: *mut bio);
+    pub(crate) fn ferrofs_bio_max_vecs() -> c_uint;
+    pub(crate) fn ferrofs_alloc_page() -> *mut page;
+    pub(crate) fn ferrofs_free_page(page: *mut page);
+    pub(crate) fn ferrofs_page_address(page: *mut page) -> *mut c_void;
     pub(crate) fn ferrofs_fc_set_ops(fc: *mut fs_context);
     pub(crate) fn ferrofs_fc_fs_private(fc: *mut fs_context) -> *mut c_void;
     pub(crate) fn ferrofs_fc_set_fs_private(fc: *mut fs_context, p: *mut c_void);

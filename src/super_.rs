@@ -23,6 +23,8 @@ use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
 use crate::kplatform::KPlatform;
+use crate::backend::KFlash;
+use crate::blk::{BlkFlash, DevName};
 use crate::mtd::MtdFlash;
 use crate::shim;
 use crate::bg::{start_bg, stop_bg, DEBUGFS_ROOT, STAT_NAMES};
@@ -32,7 +34,7 @@ use crate::kfs::{kerr, sbi, SuperBlock, SB_NOSEC};
 use crate::ops::OPS;
 
 /// The engine as the kernel instantiates it.
-pub(crate) type Fs = Engine<KPlatform, MtdFlash>;
+pub(crate) type Fs = Engine<KPlatform, KFlash>;
 
 /// Per-superblock state, owned by `sb->s_fs_info`.
 #[pin_data]
@@ -40,7 +42,8 @@ pub(crate) struct SbInfo {
     #[pin]
     pub(crate) engine: Mutex<Fs>,
     pub(crate) opts: MountOpts,
-    pub(crate) mtd_index: i32,
+    /// The device's name for messages, debugfs and the thread ("mtd0", "vda").
+    pub(crate) dev: DevName,
     /// The background thread (periodic checkpoints, GC), or null.
     pub(crate) bg: AtomicPtr<bindings::task_struct>,
     /// This filesystem's debugfs directory, or null.
@@ -271,7 +274,7 @@ pub(crate) unsafe fn start_services(sb: *mut bindings::super_block, read_only: b
     let info = unsafe { sbi(sb) };
     let mut name = [0u8; 16];
     let mut w = ByteWriter { buf: &mut name, len: 0 };
-    let _ = core::fmt::write(&mut w, format_args!("mtd{}", info.mtd_index));
+    let _ = core::fmt::write(&mut w, format_args!("{}", info.dev));
     // SAFETY: `name` is NUL-terminated (ByteWriter keeps the last byte zero); the parent is our
     // root or an error pointer, which debugfs accepts.
     let dir = unsafe { shim::ferrofs_debugfs_dir(name.as_ptr().cast(), DEBUGFS_ROOT.load(Ordering::Acquire)) };
@@ -316,126 +319,152 @@ pub(crate) unsafe extern "C" fn unfreeze_fs(sb: *mut bindings::super_block) -> c
     }
 }
 
-/// `fill_super` for `get_tree_mtd`.
-pub(crate) unsafe extern "C" fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_context) -> c_int {
+/// `fill_super` for `get_tree_mtd`: the MTD backend.
+pub(crate) unsafe extern "C" fn fill_super_mtd(sb: *mut bindings::super_block, fc: *mut bindings::fs_context) -> c_int {
     from_result(|| {
-        // SAFETY: `fc` was set up by `init_fs_context`.
-        let opts = *unsafe { fc_opts(fc) };
-        // SAFETY: `get_tree_mtd` set `s_mtd` to a referenced MTD device before calling us.
+        // SAFETY: `get_tree_mtd` set `s_mtd` to a referenced MTD device before calling us; it
+        // stays referenced until `kill_mtd_super`, after the engine is gone.
         let flash = unsafe { MtdFlash::new(shim::ferrofs_sb_mtd(sb))? };
-        let index = flash.index;
-        let mlc = flash.geometry().kind == FlashKind::MlcNand;
-        // SAFETY: `sb` is being set up by us.
-        let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
-        flash.check_writeable(read_only)?;
-        let mopts = MountOptions { read_only, ..MountOptions::default() };
-        let mut fs = match Engine::mount(flash, mopts) {
-            Ok(fs) => fs,
-            Err((e, _flash)) => {
-                match e {
-                    EError::BadFormat => pr_err!("mtd{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", index),
-                    EError::Corrupt => pr_err!("mtd{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", index),
-                    EError::NotSupported if mlc => pr_err!("mtd{}: cannot mount: MLC NAND is not supported yet (a power cut while programming a page can destroy its paired page); use the chip in an SLC mode\n", index),
-                    e => pr_err!("mtd{}: cannot mount: error {:?}\n", index, e),
-                }
-                return Err(kerr(e));
-            }
-        };
-        let mut read_only = read_only;
-        if !read_only && fs.is_failed() {
-            pr_err!("mtd{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", index);
-            // SAFETY: `sb` is being set up by us.
-            unsafe { shim::ferrofs_sb_set_rdonly(sb) };
-            read_only = true;
-        }
-        if let Some(d) = fs.log_damage() {
-            if d.seg == u32::MAX {
-                pr_err!(
-                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (they read as never written; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
-                    index, d.first_missing, d.missing, d.after
-                );
-            } else {
-                pr_err!(
-                    "mtd{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (first bad spot: segment {}, offset {}; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
-                    index, d.first_missing, d.seg, d.off, d.missing, d.after
-                );
-            }
-            // SAFETY: `sb` is being set up by us.
-            unsafe { shim::ferrofs_sb_set_rdonly(sb) };
-            read_only = true;
-        }
-        // Check the root before anything is attached to `sb`: a failure then frees everything
-        // here (`put_super` never runs for a superblock without a root).
-        let root = {
-            // SAFETY: paired with the restore below.
-            let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
-            let r = fs.getattr(crate::engine::fs::ROOT_INO);
-            // SAFETY: restores the flags saved above.
-            unsafe { shim::ferrofs_memalloc_nofs_restore(nofs) };
-            r
-        };
-        let root = match root {
-            Ok(r) => r,
-            Err(e) => {
-                pr_err!("mtd{}: cannot mount: the root directory cannot be read (error {:?})\n", index, e);
-                return Err(kerr(e));
-            }
-        };
-        if root.mode & bindings::S_IFMT != bindings::S_IFDIR {
-            pr_err!("mtd{}: corrupt filesystem: the root is not a directory\n", index);
-            return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
-        }
-        let info = KBox::pin_init(
-            pin_init!(SbInfo {
-                engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
-                opts,
-                mtd_index: index,
-                bg: AtomicPtr::new(ptr::null_mut()),
-                debugfs: AtomicPtr::new(ptr::null_mut()),
-                stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
-                lockstat: LockStats::new(),
-                budget: Budget::new(),
-                live: LiveToken::new(),
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
-        // The pinned box passes to `s_fs_info` (`ForeignOwnable`) and comes back, unmoved, in
-        // `put_super`, or in `kill_sb` (`free_unmounted`) when this function fails after this
-        // point.
-        unsafe {
-            (*sb).s_fs_info = info.into_foreign() as *mut c_void;
-            (*sb).s_magic = SB_MAGIC as _;
-            (*sb).s_op = &OPS.sops.0;
-            (*sb).s_maxbytes = MAX_FILE_SIZE as i64;
-            (*sb).s_blocksize = 4096;
-            (*sb).s_blocksize_bits = 12;
-            (*sb).s_time_gran = 1;
-            (*sb).s_flags |= SB_NOSEC;
-            shim::ferrofs_sb_set_xattr(sb);
-        }
-        // SAFETY: `sb` is set up with a valid `s_fs_info`.
-        let info = unsafe { sbi(sb) };
-        // SAFETY: `sb` is set up; `iget` returns a referenced inode, which `d_make_root`
-        // consumes (also on failure).
-        unsafe {
-            let inode = iget(SuperBlock::from_raw(sb), &root)?;
-            let d = bindings::d_make_root(inode);
-            if d.is_null() {
-                return Err(ENOMEM);
-            }
-            (*sb).s_root = d;
-            start_services(sb, read_only);
-        }
-        let replayed = info.lock().stats().replayed;
-        pr_info!(
-            "mtd{}: mounted{}, {} log records replayed since the last checkpoint\n",
-            index,
-            if read_only { " read-only" } else { "" },
-            replayed
-        );
-        Ok(0)
+        // SAFETY: `sb` and `fc` are being set up by `get_tree_mtd` for us.
+        unsafe { fill_super(sb, fc, KFlash::Mtd(flash)) }
     })
+}
+
+/// `fill_super` for `get_tree_bdev`: the block backend.
+pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, fc: *mut bindings::fs_context) -> c_int {
+    from_result(|| {
+        // SAFETY: `sb` is being set up; `get_tree_bdev` filled `s_id` (NUL-terminated).
+        let name = DevName::new(unsafe { crate::kfs::cstr(shim::ferrofs_sb_id(sb)) });
+        // SAFETY: `get_tree_bdev` opened `s_bdev` before calling us; it stays open until
+        // `kill_block_super`, after the engine is gone.
+        let dev = unsafe { crate::kfs::BlockDev::from_raw(shim::ferrofs_sb_bdev(sb)) };
+        let flash = BlkFlash::new(dev, name)?;
+        // SAFETY: `sb` and `fc` are being set up by `get_tree_bdev` for us.
+        unsafe { fill_super(sb, fc, KFlash::Blk(flash)) }
+    })
+}
+
+/// The rest of `fill_super` for either backend: mount the engine on `flash`, build the root.
+///
+/// # Safety
+///
+/// `sb` must be a new superblock being set up by `get_tree_mtd`/`get_tree_bdev` for us, `fc`
+/// its ferrofs context, and `flash` the medium the superblock holds.
+unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_context, flash: KFlash) -> Result<c_int> {
+    // SAFETY: `fc` was set up by `init_fs_context`.
+    let opts = *unsafe { fc_opts(fc) };
+    let name = flash.name();
+    let mlc = flash.geometry().kind == FlashKind::MlcNand;
+    // SAFETY: `sb` is being set up by us.
+    let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
+    flash.check_writeable(read_only)?;
+    let mopts = MountOptions { read_only, ..MountOptions::default() };
+    let mut fs = match Engine::mount(flash, mopts) {
+        Ok(fs) => fs,
+        Err((e, _flash)) => {
+            match e {
+                EError::BadFormat => pr_err!("{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", name),
+                EError::Corrupt => pr_err!("{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", name),
+                EError::NotSupported if mlc => pr_err!("{}: cannot mount: MLC NAND is not supported yet (a power cut while programming a page can destroy its paired page); use the chip in an SLC mode\n", name),
+                e => pr_err!("{}: cannot mount: error {:?}\n", name, e),
+            }
+            return Err(kerr(e));
+        }
+    };
+    let mut read_only = read_only;
+    if !read_only && fs.is_failed() {
+        pr_err!("{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", name);
+        // SAFETY: `sb` is being set up by us.
+        unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+        read_only = true;
+    }
+    if let Some(d) = fs.log_damage() {
+        if d.seg == u32::MAX {
+            pr_err!(
+                "{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (they read as never written; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                name, d.first_missing, d.missing, d.after
+            );
+        } else {
+            pr_err!(
+                "{}: the log is damaged: records made durable (by fsync) are missing from sequence number {} (first bad spot: segment {}, offset {}; {} sequence numbers lost); the {} records after the damage were recovered. Mounted read-only: copy the data out, then reformat\n",
+                name, d.first_missing, d.seg, d.off, d.missing, d.after
+            );
+        }
+        // SAFETY: `sb` is being set up by us.
+        unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+        read_only = true;
+    }
+    // Check the root before anything is attached to `sb`: a failure then frees everything
+    // here (`put_super` never runs for a superblock without a root).
+    let root = {
+        // SAFETY: paired with the restore below.
+        let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
+        let r = fs.getattr(crate::engine::fs::ROOT_INO);
+        // SAFETY: restores the flags saved above.
+        unsafe { shim::ferrofs_memalloc_nofs_restore(nofs) };
+        r
+    };
+    let root = match root {
+        Ok(r) => r,
+        Err(e) => {
+            pr_err!("{}: cannot mount: the root directory cannot be read (error {:?})\n", name, e);
+            return Err(kerr(e));
+        }
+    };
+    if root.mode & bindings::S_IFMT != bindings::S_IFDIR {
+        pr_err!("{}: corrupt filesystem: the root is not a directory\n", name);
+        return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
+    }
+    let info = KBox::pin_init(
+        pin_init!(SbInfo {
+            engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
+            opts,
+            dev: name,
+            bg: AtomicPtr::new(ptr::null_mut()),
+            debugfs: AtomicPtr::new(ptr::null_mut()),
+            stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+            lockstat: LockStats::new(),
+            budget: Budget::new(),
+            live: LiveToken::new(),
+        }),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
+    // The pinned box passes to `s_fs_info` (`ForeignOwnable`) and comes back, unmoved, in
+    // `put_super`, or in `kill_sb` (`free_unmounted`) when this function fails after this
+    // point.
+    unsafe {
+        (*sb).s_fs_info = info.into_foreign() as *mut c_void;
+        (*sb).s_magic = SB_MAGIC as _;
+        (*sb).s_op = &OPS.sops.0;
+        (*sb).s_maxbytes = MAX_FILE_SIZE as i64;
+        (*sb).s_blocksize = 4096;
+        (*sb).s_blocksize_bits = 12;
+        (*sb).s_time_gran = 1;
+        (*sb).s_flags |= SB_NOSEC;
+        shim::ferrofs_sb_set_xattr(sb);
+    }
+    // SAFETY: `sb` is set up with a valid `s_fs_info`.
+    let info = unsafe { sbi(sb) };
+    // SAFETY: `sb` is set up; `iget` returns a referenced inode, which `d_make_root`
+    // consumes (also on failure).
+    unsafe {
+        let inode = iget(SuperBlock::from_raw(sb), &root)?;
+        let d = bindings::d_make_root(inode);
+        if d.is_null() {
+            return Err(ENOMEM);
+        }
+        (*sb).s_root = d;
+        start_services(sb, read_only);
+    }
+    let replayed = info.lock().stats().replayed;
+    pr_info!(
+        "{}: mounted{}, {} log records replayed since the last checkpoint\n",
+        name,
+        if read_only { " read-only" } else { "" },
+        replayed
+    );
+    Ok(0)
 }
 
 /// `super_operations::put_super`: unmount the engine (final checkpoint) and free our state.
@@ -452,25 +481,25 @@ pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
     let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign((*sb).s_fs_info) };
     // SAFETY: as above.
     unsafe { (*sb).s_fs_info = ptr::null_mut() };
-    let index = info.mtd_index;
+    let name = info.dev;
     let mut fs = info.lock();
     // SAFETY: `sb` is still valid (being shut down).
     if !fs.is_read_only() && !fs.is_failed() && !unsafe { shim::ferrofs_sb_rdonly(sb) } {
         if let Err(e) = fs.sync() {
-            pr_err!("mtd{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", index, e);
+            pr_err!("{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", name, e);
         }
     }
     drop(fs);
     drop(info);
 }
 
-/// Called by `kill_sb` after `kill_mtd_super`: free the per-superblock state of a superblock
+/// Called by `kill_sb` after `kill_mtd_super` or `kill_block_super`: free the per-superblock state of a superblock
 /// whose `fill_super` failed after attaching it (`put_super` runs only for a superblock with a
 /// root, and nulls `s_fs_info`). Nothing is written: the mount wrote its checkpoint already.
 ///
 /// # Safety
 ///
-/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` (no inode, no thread left).
+/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` or `kill_block_super` (no inode, no thread left).
 pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
     // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
     let p = unsafe { (*sb).s_fs_info };

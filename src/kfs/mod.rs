@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Thin wrappers over the raw VFS objects (superblock, inode, dentry, folio): with `shim.rs`,
+//! Thin wrappers over the raw VFS objects (superblock, inode, dentry, folio) and the block
+//! layer (block device, bio pages): with `shim.rs`,
 //! `mtd.rs` and `kplatform.rs` they hold the raw-pointer `unsafe` of the kernel layer.
 
 use kernel::ffi::c_char;
@@ -8,11 +9,13 @@ use kernel::prelude::*;
 
 use crate::engine::error::Error as EError;
 
+mod bio;
 mod dentry;
 mod folio;
 mod inode;
 mod sb;
 
+pub(crate) use bio::*;
 pub(crate) use dentry::*;
 pub(crate) use folio::*;
 pub(crate) use inode::*;

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `KFlash`: the one `Flash` type of the kernel's engine, either backend (raw flash through MTD,
+//! or a block device), chosen at mount by the source (`context::ferrofs_get_tree`).
+
+use crate::blk::{BlkFlash, DevName};
+use crate::engine::flash::{Flash, FlashError, Geometry, ReadStatus};
+use crate::mtd::MtdFlash;
+use kernel::prelude::*;
+
+/// The medium under a mounted ferrofs.
+pub(crate) enum KFlash {
+    /// Raw NAND/NOR (`sb->s_mtd`).
+    Mtd(MtdFlash),
+    /// A block device (`sb->s_bdev`).
+    Blk(BlkFlash),
+}
+
+impl KFlash {
+    /// Refuse a read-write mount or remount of a medium that does not accept writes, with
+    /// `EROFS` and a message; a read-only mount is fine.
+    pub(crate) fn check_writeable(&self, read_only: bool) -> Result {
+        match self {
+            KFlash::Mtd(m) => m.check_writeable(read_only),
+            KFlash::Blk(b) => b.check_writeable(read_only),
+        }
+    }
+
+    /// The device's name for messages ("mtd0", "vda").
+    pub(crate) fn name(&self) -> DevName {
+        match self {
+            KFlash::Mtd(m) => DevName::mtd(m.index),
+            KFlash::Blk(b) => b.name,
+        }
+    }
+}
+
+impl Flash for KFlash {
+    fn geometry(&self) -> Geometry {
+        match self {
+            KFlash::Mtd(m) => m.geometry(),
+            KFlash::Blk(b) => b.geometry(),
+        }
+    }
+
+    fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.read(seg, offset, buf),
+            KFlash::Blk(b) => b.read(seg, offset, buf),
+        }
+    }
+
+    fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.write(seg, offset, buf),
+            KFlash::Blk(b) => b.write(seg, offset, buf),
+        }
+    }
+
+    fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.erase(seg),
+            KFlash::Blk(b) => b.erase(seg),
+        }
+    }
+
+    fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.is_bad(seg),
+            KFlash::Blk(b) => b.is_bad(seg),
+        }
+    }
+
+    fn mark_bad(&mut self, seg: u32) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.mark_bad(seg),
+            KFlash::Blk(b) => b.mark_bad(seg),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.flush(),
+            KFlash::Blk(b) => b.flush(),
+        }
+    }
+}
