@@ -2110,6 +2110,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         s
     }
 
+    /// The open-segment limit of this filesystem (the superblock's; 0: none) and the log
+    /// heads it writes with (3 without a limit or from 4 on, 2 at limit 3, 1 at limit 2).
+    pub fn open_segment_limit(&self) -> (u32, u32) {
+        let mut n = 0u32;
+        for h in 0..NUM_HEADS {
+            if self.log.phys.contains(&h) {
+                n = n.saturating_add(1);
+            }
+        }
+        (self.log.open_limit, n)
+    }
+
     /// Filesystem usage for statfs.
     pub fn statfs(&self) -> StatFs {
         let cap = self.capacity_bytes();
