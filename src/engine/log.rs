@@ -894,10 +894,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             hd.buf.try_resize(target, 0)?;
         }
         for _ in 0..units {
-            written += 1;
+            written = written.saturating_add(1);
             let flags = if sync && written == total_pads { FLAG_SYNC } else { 0 };
             let seq = self.take_seq();
-            self.push_pad(h, seq, flags, seg_seq, wu as usize - REC_HDR)?;
+            self.push_pad(h, seq, flags, seg_seq, (wu as usize).saturating_sub(REC_HDR))?;
         }
         let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
         let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
