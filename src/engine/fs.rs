@@ -906,7 +906,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // the checkpoint area's current segment (the first checkpoint goes to the other
             // area). 0xFF reads as the end of the records and as an erased slot.
             let tails = self.mount_tails;
-            for &(seg, _) in tails.iter().filter(|t| t.0 != NO_SEG) {
+            let ss = self.sb.segment_size;
+            for &(seg, _) in tails.iter().filter(|t| t.0 != NO_SEG && t.1 < ss) {
                 self.log.mark_open(seg);
             }
             for (i, &(seg, from)) in tails.iter().enumerate().filter(|t| t.1 .0 != NO_SEG) {

@@ -446,3 +446,44 @@ fn limits_work_on_nand_too() {
         assert!(b == *d, "{name}");
     }
 }
+
+/// The engine's own check: a write that would open one segment more than the limit is refused
+/// with an error before it reaches the device, and the log stops writing (fail-stop), instead
+/// of a panic or a silent FTL slowdown. Writes to segments already open, and writes that reach
+/// a segment's end (closing it), pass.
+#[test]
+fn the_open_check_refuses_a_segment_beyond_the_limit() {
+    use ferrofs_engine::format::SegInfo;
+    use ferrofs_engine::log::Log;
+    use ferrofs_engine::std_platform::StdVec;
+    let s = sim(8, 1);
+    let segs = StdVec((0..128).map(|_| SegInfo::default()).collect());
+    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, segs, 7);
+    log.set_open_limit(2).unwrap();
+    assert_eq!(log.set_open_limit(1), Err(Error::NotSupported));
+    log.set_open_limit(2).unwrap();
+    let page = vec![0u8; 16384];
+    log.write_fixed(10, 0, &page).unwrap();
+    log.write_fixed(11, 0, &page).unwrap();
+    assert_eq!(log.open_now, 2);
+    // more of an open segment: fine
+    log.write_fixed(10, 16384, &page).unwrap();
+    // a third segment: refused, nothing written, the log stopped
+    let before = log.flash.counters().writes;
+    assert_eq!(log.write_fixed(12, 0, &page), Err(Error::Io));
+    assert_eq!(log.flash.counters().writes, before);
+    assert!(log.failed);
+    assert_eq!(log.open_max, 2);
+    // a segment written to its end is closed: room again (on a log that did not stop)
+    let s = sim(8, 2);
+    let segs = StdVec((0..128).map(|_| SegInfo::default()).collect());
+    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, segs, 7);
+    log.set_open_limit(2).unwrap();
+    log.write_fixed(10, 0, &page).unwrap();
+    log.write_fixed(11, 0, &page).unwrap();
+    log.fill_to_end(11, 16384, true).unwrap();
+    assert_eq!(log.open_now, 1);
+    log.write_fixed(12, 0, &page).unwrap();
+    assert_eq!(log.open_now, 2);
+    assert_eq!(log.flash.counters().max_open_segments, 2);
+}
