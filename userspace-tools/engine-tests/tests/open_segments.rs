@@ -487,3 +487,16 @@ fn the_open_check_refuses_a_segment_beyond_the_limit() {
     assert_eq!(log.open_now, 2);
     assert_eq!(log.flash.counters().max_open_segments, 2);
 }
+
+/// More seeds of the power-cut workload: `FERROFS_SOAK_SEEDS=N cargo test --release --test
+/// open_segments -- --ignored soak`.
+#[test]
+#[ignore]
+fn soak_open_segments() {
+    let seeds: u64 = std::env::var("FERROFS_SOAK_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    for seed in 0..seeds {
+        for n in [2u32, 3, 4] {
+            long_workload(n, Some(n), 1000 + seed * 7 + u64::from(n), 2000, true);
+        }
+    }
+}
