@@ -63,6 +63,11 @@ pub enum Scan {
     Bad,
 }
 
+/// Flushes on a block device pad to the FTL page (`preferred_write`) only when a segment holds
+/// at least this many pages (4 MiB units of 16 KiB pages hold 256): on small segments a page
+/// of padding per flush would eat the space reserves a full filesystem deletes with.
+pub const PAD_TO_CHUNK_MIN_PAGES: u64 = 16;
+
 /// One log head.
 pub struct Head<P: Platform> {
     /// Current segment or NO_SEG.
@@ -143,7 +148,8 @@ pub struct Log<P: Platform, F: Flash> {
     /// Closing a segment writes it to its end (block devices with a limit: an FTL counts a
     /// half-written allocation unit as open until it is written to its end or discarded).
     pub fill_on_close: bool,
-    /// Flushes pad to `chunk` (the FTL page on a block device), not just to the write unit.
+    /// Flushes pad to `chunk` (the FTL page on a block device), not just to the write unit
+    /// (see `PAD_TO_CHUNK_MIN_PAGES`).
     pub pad_to_chunk: bool,
     /// Segments open now (flag `SEG_WOPEN`).
     pub open_now: u32,
@@ -181,7 +187,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             open_limit: 0,
             phys: [0, 1, 2],
             fill_on_close: false,
-            pad_to_chunk: geo.kind == crate::engine::flash::FlashKind::Block,
+            // (on small segments a page of padding per flush would eat the space reserves)
+            pad_to_chunk: geo.kind == crate::engine::flash::FlashKind::Block
+                && chunk > wu
+                && u64::from(geo.segment_size) >= u64::from(chunk).saturating_mul(PAD_TO_CHUNK_MIN_PAGES),
             open_now: 0,
             open_max: 0,
         }

@@ -381,10 +381,11 @@ fn template() -> RamFlash {
     template_on(RamFlash::new_nand(32 * 1024, 40, 512))
 }
 
-/// A block device (4 KiB blocks, 64 KiB allocation units) formatted with the block default:
-/// at most 2 segments open (one log head and the checkpoint area).
+/// A block device (4 KiB blocks, 256 KiB allocation units, 8 KiB pages: flushes pad to the
+/// page) formatted with the block default: at most 2 segments open (one log head and the
+/// checkpoint area).
 fn template_block() -> RamFlash {
-    let f = template_on(RamFlash::with_kind(FlashKind::Block, 64 * 1024, 48, 4096));
+    let f = template_on(RamFlash::with_kind(FlashKind::Block, 256 * 1024, 48, 4096));
     let fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.open_segment_limit(), (2, 1));
     fs.unmount().map_err(|e| e.0).unwrap()

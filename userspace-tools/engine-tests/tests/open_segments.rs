@@ -22,9 +22,19 @@ fn opts() -> MountOptions {
 }
 
 /// 8 MiB of 64 KiB allocation units, 4 KiB blocks, 16 KiB FTL pages, an FTL that keeps
-/// `open_au` units open.
+/// `open_au` units open. (Segments this small hold 4 pages: flushes pad to the write unit
+/// only, see `PAD_TO_CHUNK_MIN_PAGES`; `sim_big` has 256 KiB units, padded to the page.)
 fn sim(open_au: u32, seed: u64) -> BlockSim {
-    let mut c = BlockConfig::with_layout(4096, 64 * 1024, 128);
+    sim_with(open_au, seed, 64 * 1024, 128)
+}
+
+/// 16 MiB of 256 KiB allocation units (16 pages of 16 KiB: flushes pad to the page).
+fn sim_big(open_au: u32, seed: u64) -> BlockSim {
+    sim_with(open_au, seed, 256 * 1024, 64)
+}
+
+fn sim_with(open_au: u32, seed: u64, seg: u32, count: u32) -> BlockSim {
+    let mut c = BlockConfig::with_layout(4096, seg, count);
     c.discard = DiscardMode::Stale;
     c.open_au_limit = open_au;
     c.seed = seed;
@@ -150,7 +160,10 @@ fn step(fs: &mut E, m: &mut Model, rng: &mut Rng, t: i64, scratch: bool) -> Resu
 fn long_workload(n: u32, limit: Option<u32>, seed: u64, steps: usize, power_cuts: bool) -> ferrofs_flashsim::Counters {
     let what = format!("limit {n}");
     let want = u64::from(n);
-    let mut fs = E::mount(format(sim(n, seed), limit), opts()).map_err(|e| e.0).unwrap();
+    // the power-cut runs on 256 KiB units (flushes padded to the FTL page), the others on
+    // 64 KiB units (more segment switches and GC per byte)
+    let dev = if power_cuts { sim_big(n, seed) } else { sim(n, seed) };
+    let mut fs = E::mount(format(dev, limit), opts()).map_err(|e| e.0).unwrap();
     if limit != Some(0) {
         assert_eq!(fs.open_segment_limit().0, n);
     }
