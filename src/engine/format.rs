@@ -13,8 +13,19 @@ pub const CP_MAGIC: u32 = 0x5043_4646;
 /// Record magic (u16).
 pub const REC_MAGIC: u16 = 0xF5A5;
 
-/// Compatible feature flags (none defined).
+/// Compatible feature flags written by default (none).
 pub const FEATURE_COMPAT: u64 = 0;
+/// Compatible feature bit 0: the superblock carries the open-segment limit in an extension
+/// after its first `SB_SIZE` bytes (`SB_EXT_SIZE` bytes with their own CRC, see
+/// [`Superblock::open_segments`]). Engines that do not know the bit ignore the extension (the
+/// main CRC covers only the first `SB_SIZE` bytes) and write with three heads: the filesystem
+/// stays valid, only the limit is not kept.
+pub const FEATURE_COMPAT_OPEN_SEGMENTS: u64 = 1;
+/// Smallest open-segment limit a superblock may carry: one log head and the checkpoint area.
+pub const OPEN_SEGMENTS_MIN: u32 = 2;
+/// Largest open-segment limit a superblock may carry (anything above 4 behaves as 4: three
+/// heads and the checkpoint area).
+pub const OPEN_SEGMENTS_MAX: u32 = 64;
 /// Incompatible feature flags understood by this engine: bit 0 = hashed directories.
 pub const FEATURE_INCOMPAT_HASHED_DIRS: u64 = 1;
 /// All incompatible features this engine supports.
@@ -445,10 +456,19 @@ pub struct Superblock {
     pub cp_slot_size: u32,
     /// Checkpoint area segments: area A then area B.
     pub cp_segs: [[u32; MAX_CP_SEGS]; 2],
+    /// Open-segment limit (`FEATURE_COMPAT_OPEN_SEGMENTS`): at no time are more segments
+    /// written to and not yet closed than this, the log heads and the checkpoint area
+    /// counted. 0: no limit (the bit is clear; three heads). Stored at offset 209 as u32,
+    /// followed by a CRC32C (unseeded) of those 4 bytes.
+    pub open_segments: u32,
 }
 
-/// Encoded superblock size.
+/// Encoded superblock size (the part the main CRC covers).
 pub const SB_SIZE: usize = 4 + 4 + 4 + 8 * 3 + 1 + 4 * 3 + 8 + 8 + 8 + 4 + 4 + 4 * MAX_CP_SEGS * 2;
+/// Size of the superblock extension after `SB_SIZE` (open-segment limit u32 + its CRC32C).
+pub const SB_EXT_SIZE: usize = 8;
+/// Bytes of the superblock a mount reads and a format writes (before padding).
+pub const SB_FULL_SIZE: usize = SB_SIZE + SB_EXT_SIZE;
 
 impl Superblock {
     /// Encode into `out` (SB_SIZE bytes).
@@ -479,12 +499,21 @@ impl Superblock {
             }
         }
         let crc = crc32c(b);
-        crate::engine::codec::put_u32(b, 4, crc)
+        crate::engine::codec::put_u32(b, 4, crc)?;
+        if self.compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
+            let e = out.get_mut(SB_SIZE..SB_FULL_SIZE).ok_or(Error::Invalid)?;
+            crate::engine::codec::put_u32(e, 0, self.open_segments)?;
+            let c = crc32c(e.get(..4).ok_or(Error::Invalid)?);
+            crate::engine::codec::put_u32(e, 4, c)?;
+        }
+        Ok(())
     }
 
-    /// Decode and validate (magic + CRC).
-    pub fn decode(b: &[u8]) -> Result<Self> {
-        let b = b.get(..SB_SIZE).ok_or(Error::Corrupt)?;
+    /// Decode and validate (magic + CRC; with `FEATURE_COMPAT_OPEN_SEGMENTS`, the extension's
+    /// CRC too: `b` must then hold `SB_FULL_SIZE` bytes). The limit's range is checked by the
+    /// mount (`Engine::mount`), which says why it refuses.
+    pub fn decode(full: &[u8]) -> Result<Self> {
+        let b = full.get(..SB_SIZE).ok_or(Error::Corrupt)?;
         let mut r = Reader::new(b);
         if r.u32()? != SB_MAGIC {
             return Err(Error::BadFormat);
@@ -515,7 +544,20 @@ impl Superblock {
                 *s = r.u32()?;
             }
         }
+        let open_segments = if compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
+            let e = full.get(SB_SIZE..SB_FULL_SIZE).ok_or(Error::Corrupt)?;
+            let mut er = Reader::new(e);
+            let v = er.u32()?;
+            let c = er.u32()?;
+            if crc32c(e.get(..4).ok_or(Error::Corrupt)?) != c {
+                return Err(Error::Corrupt);
+            }
+            v
+        } else {
+            0
+        };
         Ok(Superblock {
+            open_segments,
             version,
             compat,
             incompat,
@@ -603,6 +645,12 @@ pub struct Stats {
     pub retired: u64,
     /// Free segments (computed, not persisted meaningfully).
     pub free_segments: u64,
+    /// The most segments open at once since the mount (written to and not yet closed, log
+    /// heads and checkpoint area counted; RAM only, not persisted). Never above the
+    /// superblock's open-segment limit when it has one.
+    pub max_open_segments: u64,
+    /// Segments open now (RAM only).
+    pub open_segments: u64,
 }
 
 /// Checkpoint header size (before the segment table).
@@ -705,6 +753,8 @@ impl CpHeader {
             replayed: r.u64()?,
             retired: r.u64()?,
             free_segments: 0,
+            max_open_segments: 0,
+            open_segments: 0,
         };
         let seg_count = r.u32()?;
         Ok((

@@ -6,13 +6,13 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{
     get_seginfo, kind, put_seginfo, rtype, segstate, CpHeader, Inode, Key, Loc, RecHdr, SegInfo,
-    Stats, Superblock, Timespec, CP_HDR_SIZE, SEGTAB_ENTRIES, FEATURE_COMPAT, FEATURE_INCOMPAT_HASHED_DIRS,
+    Stats, Superblock, Timespec, CP_HDR_SIZE, SEGTAB_ENTRIES, FEATURE_COMPAT, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_HASHED_DIRS,
     FEATURE_INCOMPAT_SUPPORTED, FEATURE_RO_COMPAT_SUPPORTED, FLAG_CONT, FLAG_SYNC, FORMAT_VERSION,
     HEAD_COLD, HEAD_META, INODE_SIZE, MAX_CP_SEGS, NO_SEG, NUM_HEADS, REC_HDR,
-    SB_SIZE, SEGINFO_SIZE, S_IFDIR,
+    OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN, SB_FULL_SIZE, SEGINFO_SIZE, S_IFDIR,
 };
 use crate::engine::index::Tree;
-use crate::engine::log::{Log, Scan, SEG_DEAD_CP, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::log::{Log, Scan, SEG_DEAD_CP, SEG_RAM_FLAGS, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Inode number of the root directory.
@@ -29,13 +29,22 @@ pub struct FormatOptions {
     pub root_gid: u32,
     /// Permission bits of the root directory.
     pub root_mode: u32,
+    /// Open-segment limit stored in the superblock (see `Superblock::open_segments`):
+    /// `None`, the medium's default (2 on a block device, none on MTD); `Some(0)`, no limit
+    /// (three log heads); `Some(n)`, at most `n` segments open at once, `n` in
+    /// `OPEN_SEGMENTS_MIN..=OPEN_SEGMENTS_MAX` (1: `NotSupported`; above the maximum: `Invalid`).
+    pub open_segments: Option<u32>,
 }
 
 impl Default for FormatOptions {
     fn default() -> Self {
-        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755 }
+        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755, open_segments: None }
     }
 }
+
+/// Default open-segment limit of a block device (one log head and the checkpoint area: what
+/// cheap SD/CF FTLs with few open allocation units sustain).
+pub const DEFAULT_BLOCK_OPEN_SEGMENTS: u32 = 2;
 
 /// Options for [`Engine::mount`].
 #[derive(Debug, Clone, Copy)]
@@ -127,6 +136,11 @@ pub struct Engine<P: Platform, F: Flash> {
     fallback: Option<CpFallback>,
     /// Roll-forward from an older checkpoint: every gap ends it (see `load_checkpoint`).
     replay_fallback: bool,
+    /// Half-written segments the mount found (the heads' last segments: (segment, offset of
+    /// the end of their valid records rounded up to a write unit); the checkpoint area's
+    /// current segment): written to their end before anything else when the medium is a
+    /// block device with an open-segment limit (`finish_mount`).
+    mount_tails: [(u32, u32); NUM_HEADS + 1],
 }
 
 /// The mount could not load the newest checkpoint (a bad page in its blob, its segment table,
@@ -181,10 +195,32 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err((e, flash));
             }
         }
+        let limit = match fo.open_segments {
+            None if geo.kind == FlashKind::Block => DEFAULT_BLOCK_OPEN_SEGMENTS,
+            None => 0,
+            Some(n) => n,
+        };
+        if limit == 1 {
+            return Err((Error::NotSupported, flash));
+        }
+        if limit > OPEN_SEGMENTS_MAX {
+            return Err((Error::Invalid, flash));
+        }
         let chunks = crate::engine::format::segtab_chunks(geo.segment_count);
-        let slot = round_up(CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64, u64::from(wu));
+        let blob = CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64;
+        let ss64 = u64::from(geo.segment_size);
         // at least 64 slots per area: each area is erased once per 128 checkpoints (or mounts)
-        let area_segs = round_up(slot.saturating_mul(64), u64::from(geo.segment_size)) / u64::from(geo.segment_size);
+        let area_of = |slot: u64| round_up(slot.saturating_mul(64), ss64) / ss64.max(1);
+        let mut slot = round_up(blob, u64::from(wu));
+        // on a block device a checkpoint slot is whole FTL pages (so that no page is written
+        // twice) when that does not make the areas bigger
+        if geo.kind == FlashKind::Block && geo.preferred_write > wu && geo.preferred_write.is_multiple_of(wu) && geo.preferred_write <= geo.segment_size {
+            let page_slot = round_up(blob, u64::from(geo.preferred_write));
+            if area_of(page_slot) <= area_of(slot) {
+                slot = page_slot;
+            }
+        }
+        let area_segs = area_of(slot);
         if u64::from(SEGTAB_ENTRIES) * SEGINFO_SIZE as u64 + 512 > u64::from(geo.segment_size) / 2 {
             return Err((Error::Invalid, flash));
         }
@@ -210,8 +246,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         let sb = Superblock {
+            open_segments: limit,
             version: FORMAT_VERSION,
-            compat: FEATURE_COMPAT,
+            compat: if limit != 0 { FEATURE_COMPAT | FEATURE_COMPAT_OPEN_SEGMENTS } else { FEATURE_COMPAT },
             incompat: FEATURE_INCOMPAT_HASHED_DIRS,
             ro_compat: 0,
             kind: match geo.kind {
@@ -242,7 +279,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 s.state = segstate::META;
             }
         }
-        let log: Log<P, F> = Log::new(flash, segs, fo.serial as u32 ^ (fo.serial >> 32) as u32);
+        let mut log: Log<P, F> = Log::new(flash, segs, fo.serial as u32 ^ (fo.serial >> 32) as u32);
+        if let Err(e) = log.set_open_limit(limit) {
+            return Err((e, log.flash));
+        }
         let mut eng = Engine {
             log,
             tree: Tree::new(64),
@@ -268,6 +308,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             inode_records: 0,
             fallback: None,
             replay_fallback: false,
+            mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
         };
         let r = eng.format_inner(fo, now, &meta);
         match r {
@@ -283,11 +324,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         let wu = self.log.geo.write_unit as usize;
+        // a write unit, or on a block device the FTL page (a chunk)
+        let align = if self.log.pad_to_chunk { (self.log.chunk as usize).max(wu) } else { wu };
         let mut page = P::Vec::new();
-        page.try_resize(round_up(SB_SIZE as u64, wu as u64) as usize, 0xFFu8)?;
+        page.try_resize(round_up(SB_FULL_SIZE as u64, align as u64) as usize, 0xFFu8)?;
         self.sb.encode(page.as_mut_slice())?;
         for s in self.sb.sb_segs {
-            self.log.flash.write(s, 0, page.as_slice())?;
+            self.log.write_fixed(s, 0, page.as_slice())?;
+            if self.log.fill_on_close {
+                // written once: closed at once, so that it never counts as open
+                self.log.fill_to_end(s, page.len() as u32, true)?;
+            } else {
+                self.log.note_closed(s);
+            }
         }
         let root = Inode {
             ino: ROOT_INO,
@@ -324,7 +373,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut sb = None;
         let mut page = P::Vec::new();
         let wu = geo.write_unit.max(1) as usize;
-        if let Err(e) = page.try_resize(round_up(SB_SIZE as u64, wu as u64) as usize, 0u8) {
+        if let Err(e) = page.try_resize(round_up(SB_FULL_SIZE as u64, wu as u64) as usize, 0u8) {
             return Err((e, log.flash));
         }
         let mut bad_format = false;
@@ -362,6 +411,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if let Err(e) = Self::check_superblock(&sb) {
             return Err((e, log.flash));
         }
+        if sb.compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
+            // a limit of 1 would need checkpoints inside the log (not supported); 0 contradicts
+            // the feature bit; a huge one is not what any format wrote
+            let r = match sb.open_segments {
+                1 => Err(Error::NotSupported),
+                n if !(OPEN_SEGMENTS_MIN..=OPEN_SEGMENTS_MAX).contains(&n) => Err(Error::BadFormat),
+                n => log.set_open_limit(n),
+            };
+            if let Err(e) = r {
+                return Err((e, log.flash));
+            }
+        }
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
         let mut eng = Engine {
@@ -389,6 +450,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             inode_records: 0,
             fallback: None,
             replay_fallback: false,
+            mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
         };
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
@@ -480,8 +542,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
             let n = (ss.saturating_sub(u64::from(so)) as usize).min(data.len().saturating_sub(done));
             let part = data.get(done..done + n).ok_or(Error::Corrupt)?;
-            self.log.flash.write(seg, so, part)?;
-            self.log.stats.programmed_bytes = self.log.stats.programmed_bytes.saturating_add(n as u64);
+            self.log.write_fixed(seg, so, part)?;
             done = done.saturating_add(n);
         }
         Ok(())
@@ -502,6 +563,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // per area, the last slot that was written but holds no readable header (a torn or
         // damaged checkpoint): a valid checkpoint before it is not the newest one
         let mut last_bad: [Option<u32>; 2] = [None, None];
+        // per area, the slots written since its last erase: the run of valid headers with
+        // increasing sequence numbers from slot 0 (stale slots of an earlier round after it
+        // have lower ones): (slots in the run, sequence of its last)
+        let mut run: [(u32, u64, bool); 2] = [(0, 0, true); 2];
         for a in 0..2u8 {
             for s in 0..slots {
                 let hb = blob.as_mut_slice().get_mut(..CP_HDR_SIZE).ok_or(Error::Corrupt)?;
@@ -512,7 +577,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     continue;
                 }
                 let erased = hb.iter().all(|&b| b == 0xFF);
-                match CpHeader::decode(&mut Reader::new(hb)) {
+                let decoded = CpHeader::decode(&mut Reader::new(hb));
+                if let Some(r) = run.get_mut(usize::from(a)) {
+                    match decoded {
+                        Ok((ref h, _)) if r.2 && h.serial == self.sb.serial && (r.0 == 0 || h.seq > r.1) => {
+                            *r = (r.0.saturating_add(1), h.seq, true);
+                        }
+                        _ => r.2 = false,
+                    }
+                }
+                match decoded {
                     Ok((h, _)) if h.serial == self.sb.serial => cands.try_push((h.seq, a, s))?,
                     _ if !erased => {
                         if let Some(x) = last_bad.get_mut(usize::from(a)) {
@@ -562,6 +636,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let fallback = newest != Some(h.seq) || later_bad;
             match self.load_checkpoint(h, usize::from(a), blob.as_slice(), fallback) {
                 Ok(()) => {
+                    // the area's segment holding the end of its run of written slots
+                    let end = u64::from(run.get(usize::from(a)).map(|r| r.0).unwrap_or(0)).saturating_mul(slot_size);
+                    let ss = u64::from(self.sb.segment_size.max(1));
+                    let idx = (end / ss) as usize;
+                    if let (Some(&seg), Some(t)) = (
+                        self.sb.cp_segs.get(usize::from(a)).and_then(|x| x.get(idx)).filter(|_| idx < self.sb.cp_area_segs as usize),
+                        self.mount_tails.get_mut(NUM_HEADS),
+                    ) {
+                        if end % ss != 0 {
+                            *t = (seg, (end % ss) as u32);
+                        }
+                    }
                     if fallback {
                         // (0: the newer checkpoint's header itself is unreadable)
                         let nw = if newest == Some(h.seq) { 0 } else { newest.unwrap_or(0) };
@@ -656,7 +742,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if segs.len() != cp.seg_count as usize {
                 return Err(Error::Corrupt);
             }
+            for si in segs.as_mut_slice() {
+                si.flags &= !SEG_RAM_FLAGS;
+            }
             self.log.segs = segs;
+            self.log.reset_open();
             self.pinned.clear();
             for l in locs.as_slice() {
                 let si = self.log.seg_mut(l.seg)?;
@@ -760,6 +850,37 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.tree.set_replay(false);
         self.replay_fallback = false;
         self.log.stats.replayed = replayed;
+        // 4. where each head's last segment ends (only needed to close it, see `finish_mount`)
+        self.mount_tails = [(NO_SEG, 0); NUM_HEADS + 1];
+        if self.log.fill_on_close {
+            let wu = self.log.geo.write_unit.max(1);
+            for (h, st) in streams.iter().enumerate() {
+                if st.chain_end <= st.chain_start {
+                    continue;
+                }
+                let last = st.chain_end - 1;
+                let (seg, seg_seq) = *chains.as_slice().get(last).ok_or(Error::Corrupt)?;
+                let mut off = if last == st.chain_start { cp.heads.get(h).map(|x| x.off).unwrap_or(0) } else { 0 };
+                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+                let mut guard = self.sb.segment_size;
+                let r = loop {
+                    match self.log.scan_at(seg, off, seg_seq, &mut tmp) {
+                        Ok(Scan::Rec(_, l)) if guard > 0 => {
+                            guard = guard.saturating_sub(1);
+                            off = l.off.saturating_add(l.len);
+                        }
+                        Ok(_) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                };
+                self.buf = tmp;
+                r?;
+                let from = off.div_ceil(wu).saturating_mul(wu);
+                if let Some(t) = self.mount_tails.get_mut(h) {
+                    *t = (seg, from);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -779,6 +900,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// programmed again), checkpoint so the next mount starts here.
     fn finish_mount(&mut self) -> Result<()> {
         self.tree.set_replay(false);
+        if self.log.fill_on_close {
+            // Close what the previous mount left half-written before anything opens: the
+            // heads' last segments (their torn tails are never used for records again) and
+            // the checkpoint area's current segment (the first checkpoint goes to the other
+            // area). 0xFF reads as the end of the records and as an erased slot.
+            let tails = self.mount_tails;
+            let ss = self.sb.segment_size;
+            for &(seg, _) in tails.iter().filter(|t| t.0 != NO_SEG && t.1 < ss) {
+                self.log.mark_open(seg);
+            }
+            for (i, &(seg, from)) in tails.iter().enumerate().filter(|t| t.1 .0 != NO_SEG) {
+                self.log.fill_to_end(seg, from, i == NUM_HEADS)?;
+                self.log.note_closed(seg);
+            }
+            self.mount_tails = [(NO_SEG, 0); NUM_HEADS + 1];
+        }
         let all_heads = (2 * NUM_HEADS as u32).saturating_add(self.segtab_segments());
         if self.log.free_count() < all_heads && self.pending_free() > 0 {
             // Short of free segments (a crash on a full device): a checkpoint first (it opens
@@ -1327,6 +1464,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // choose a slot
         let slots = self.slots_per_area();
         if self.cp_next_slot >= slots {
+            if self.log.fill_on_close && self.cp_next_slot != u32::MAX {
+                // the full area's last segment may end in a part no slot fits: close it
+                let ss = u64::from(self.sb.segment_size.max(1));
+                let end = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
+                let idx = (end / ss) as usize;
+                if end % ss != 0 && idx < self.sb.cp_area_segs as usize {
+                    let seg = *self.sb.cp_segs.get(self.cp_area).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
+                    if let Err(e) = self.log.fill_to_end(seg, (end % ss) as u32, true) {
+                        self.buf2 = blob;
+                        return Err(e);
+                    }
+                }
+            }
             let other = 1 - self.cp_area.min(1);
             for i in 0..self.sb.cp_area_segs as usize {
                 let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
@@ -1413,7 +1563,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 if e.state == segstate::FULL && e.live == 0 && e.flags & SEG_DEAD_CP != 0 {
                     e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
                 }
-                e.flags &= !SEG_DEAD_CP;
+                e.flags &= !SEG_RAM_FLAGS;
                 put_seginfo(&mut w, &e)?;
             }
         }
@@ -1956,7 +2106,21 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     pub fn stats(&self) -> Stats {
         let mut s = self.log.stats;
         s.free_segments = u64::from(self.log.free_count());
+        s.max_open_segments = u64::from(self.log.open_max);
+        s.open_segments = u64::from(self.log.open_now);
         s
+    }
+
+    /// The open-segment limit of this filesystem (the superblock's; 0: none) and the log
+    /// heads it writes with (3 without a limit or from 4 on, 2 at limit 3, 1 at limit 2).
+    pub fn open_segment_limit(&self) -> (u32, u32) {
+        let mut n = 0u32;
+        for h in 0..NUM_HEADS {
+            if self.log.phys.contains(&h) {
+                n = n.saturating_add(1);
+            }
+        }
+        (self.log.open_limit, n)
     }
 
     /// Filesystem usage for statfs.

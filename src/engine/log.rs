@@ -23,6 +23,12 @@ pub const SEG_STUCK: u8 = 4;
 /// the one before it lies in it: the next checkpoint frees it. A segment that dies later
 /// waits one checkpoint more, so that the previous checkpoint stays readable as a fallback.
 pub const SEG_DEAD_CP: u8 = 8;
+/// Segment flag (RAM only, never written to the table): the segment is open, i.e. written
+/// to since its last erase and not yet closed (written to its end, or given up on a medium
+/// where an unwritten tail costs nothing). Counted against the open-segment limit.
+pub const SEG_WOPEN: u8 = 16;
+/// The RAM-only segment flags, cleared when the table is written or loaded.
+pub const SEG_RAM_FLAGS: u8 = SEG_DEAD_CP | SEG_WOPEN;
 
 /// Fault counters since the mount (RAM only, not persisted): what the medium reported and
 /// what the engine did about it. Published in the kernel's debugfs statistics.
@@ -57,13 +63,10 @@ pub enum Scan {
     Bad,
 }
 
-fn round_up_usize(v: usize, m: usize) -> usize {
-    if m == 0 {
-        v
-    } else {
-        v.div_ceil(m).saturating_mul(m)
-    }
-}
+/// Flushes on a block device pad to the FTL page (`preferred_write`) only when a segment holds
+/// at least this many pages (4 MiB units of 16 KiB pages hold 256): on small segments a page
+/// of padding per flush would eat the space reserves a full filesystem deletes with.
+pub const PAD_TO_CHUNK_MIN_PAGES: u64 = 16;
 
 /// One log head.
 pub struct Head<P: Platform> {
@@ -138,6 +141,20 @@ pub struct Log<P: Platform, F: Flash> {
     pub op_mark: u64,
     /// The error that stopped the engine (fail-stop), if one did through [`Log::stop`].
     pub fail_cause: Option<Error>,
+    /// Open-segment limit (0: none): see [`Log::set_open_limit`].
+    pub open_limit: u32,
+    /// Logical head (HEAD_HOT, HEAD_META, HEAD_COLD) -> the head that writes it.
+    pub phys: [usize; NUM_HEADS],
+    /// Closing a segment writes it to its end (block devices with a limit: an FTL counts a
+    /// half-written allocation unit as open until it is written to its end or discarded).
+    pub fill_on_close: bool,
+    /// Flushes pad to `chunk` (the FTL page on a block device), not just to the write unit
+    /// (see `PAD_TO_CHUNK_MIN_PAGES`).
+    pub pad_to_chunk: bool,
+    /// Segments open now (flag `SEG_WOPEN`).
+    pub open_now: u32,
+    /// The most segments open at once since the mount.
+    pub open_max: u32,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -167,7 +184,173 @@ impl<P: Platform, F: Flash> Log<P, F> {
             faults: FaultStats::default(),
             op_mark: u64::MAX,
             fail_cause: None,
+            open_limit: 0,
+            phys: [0, 1, 2],
+            fill_on_close: false,
+            // (on small segments a page of padding per flush would eat the space reserves)
+            pad_to_chunk: geo.kind == crate::engine::flash::FlashKind::Block
+                && chunk > wu
+                && u64::from(geo.segment_size) >= u64::from(chunk).saturating_mul(PAD_TO_CHUNK_MIN_PAGES),
+            open_now: 0,
+            open_max: 0,
         }
+    }
+
+    /// Set the open-segment limit (0: none, three heads). With a limit the checkpoint area
+    /// takes one open segment and the log heads share the rest: limit 2, every record in one
+    /// head (the metadata head); limit 3, file data and metadata in one head, the GC's data
+    /// in another; 4 and more, the three heads. On a block device closing a segment then
+    /// writes it to its end. A limit below 2 is refused (`NotSupported`): the checkpoint area
+    /// and one head are the least this format can have open.
+    pub fn set_open_limit(&mut self, limit: u32) -> Result<()> {
+        use crate::engine::format::{HEAD_COLD, HEAD_HOT, HEAD_META};
+        if limit == 1 {
+            return Err(Error::NotSupported);
+        }
+        self.open_limit = limit;
+        let mut phys = [HEAD_HOT, HEAD_META, HEAD_COLD];
+        match limit {
+            0 => {}
+            2 => phys = [HEAD_META; NUM_HEADS],
+            3 => {
+                if let Some(x) = phys.get_mut(HEAD_HOT) {
+                    *x = HEAD_META;
+                }
+            }
+            _ => {}
+        }
+        self.phys = phys;
+        self.fill_on_close = limit != 0 && self.geo.kind == crate::engine::flash::FlashKind::Block;
+        Ok(())
+    }
+
+    /// The head that writes the records of logical head `h`.
+    pub fn phys_head(&self, h: usize) -> usize {
+        self.phys.get(h).copied().unwrap_or(h)
+    }
+
+    /// Whether head `h` writes records of some logical head (others stay without a segment).
+    fn head_used(&self, h: usize) -> bool {
+        self.phys.contains(&h)
+    }
+
+    /// Before a write of `len` bytes at `off` of `seg`: refuse it if it would open a segment
+    /// beyond the open-segment limit (a bug in the engine's placement, reported as an error
+    /// instead of a panic; the engine stops writing).
+    fn open_check(&mut self, seg: u32, off: u32, len: usize) -> Result<()> {
+        if self.open_limit == 0 {
+            return Ok(());
+        }
+        let ss = u64::from(self.geo.segment_size);
+        let is_open = self.seg(seg).map(|s| s.flags & SEG_WOPEN != 0).unwrap_or(false);
+        if !is_open && u64::from(off).saturating_add(len as u64) < ss && self.open_now >= self.open_limit {
+            self.stop(Error::Io);
+            return Err(Error::Io);
+        }
+        Ok(())
+    }
+
+    /// After a write of `len` bytes at `off` of `seg`: count the segment open, or closed when
+    /// the write reached its end.
+    fn note_written(&mut self, seg: u32, off: u32, len: usize) {
+        let ss = u64::from(self.geo.segment_size);
+        if u64::from(off).saturating_add(len as u64) >= ss {
+            self.note_closed(seg);
+            return;
+        }
+        let mut opened = false;
+        if let Ok(s) = self.seg_mut(seg) {
+            if s.flags & SEG_WOPEN == 0 {
+                s.flags |= SEG_WOPEN;
+                opened = true;
+            }
+        }
+        if opened {
+            self.open_now = self.open_now.saturating_add(1);
+            self.open_max = self.open_max.max(self.open_now);
+        }
+    }
+
+    /// `seg` is closed: erased, written to its end, or never to be written again.
+    pub fn note_closed(&mut self, seg: u32) {
+        let mut was = false;
+        if let Ok(s) = self.seg_mut(seg) {
+            was = s.flags & SEG_WOPEN != 0;
+            s.flags &= !SEG_WOPEN;
+        }
+        if was {
+            self.open_now = self.open_now.saturating_sub(1);
+        }
+    }
+
+    /// Count `seg` open (a mount found it half-written).
+    pub fn mark_open(&mut self, seg: u32) {
+        let mut opened = false;
+        if let Ok(s) = self.seg_mut(seg) {
+            if s.flags & SEG_WOPEN == 0 {
+                s.flags |= SEG_WOPEN;
+                opened = true;
+            }
+        }
+        if opened {
+            self.open_now = self.open_now.saturating_add(1);
+            self.open_max = self.open_max.max(self.open_now);
+        }
+    }
+
+    /// Forget every open mark (a new segment table was loaded).
+    pub fn reset_open(&mut self) {
+        for s in self.segs.as_mut_slice() {
+            s.flags &= !SEG_WOPEN;
+        }
+        self.open_now = 0;
+    }
+
+    /// Write `data` at `off` of a superblock or checkpoint-area segment (not a log head),
+    /// counted against the open-segment limit like the log's writes. Errors are returned as
+    /// they are (the caller decides about fail-stop).
+    pub fn write_fixed(&mut self, seg: u32, off: u32, data: &[u8]) -> Result<()> {
+        self.open_check(seg, off, data.len())?;
+        self.flash.write(seg, off, data)?;
+        self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(data.len() as u64);
+        self.note_written(seg, off, data.len());
+        Ok(())
+    }
+
+    /// Write `seg` from `from` (a write-unit multiple) to its end with 0xFF bytes, which no
+    /// reader takes for a record or a checkpoint: the segment is closed for the FTL. Writes
+    /// whole chunks from the next chunk boundary on.
+    pub fn fill_to_end(&mut self, seg: u32, from: u32, fixed: bool) -> Result<()> {
+        let ss = self.geo.segment_size;
+        let wu = self.wu();
+        if from >= ss {
+            self.note_closed(seg);
+            return Ok(());
+        }
+        if !from.is_multiple_of(wu) {
+            return Err(Error::Invalid);
+        }
+        let chunk = self.chunk.max(wu);
+        let mut fill: P::Vec<u8> = P::Vec::new();
+        fill.try_resize(chunk as usize, 0xFF)?;
+        let mut p = from;
+        while p < ss {
+            let next = (p / chunk).saturating_add(1).saturating_mul(chunk).min(ss);
+            let n = next.saturating_sub(p) as usize;
+            let part = fill.as_slice().get(..n).ok_or(Error::Invalid)?;
+            if fixed {
+                if let Err(e) = self.write_fixed(seg, p, part) {
+                    self.stop(e);
+                    return Err(e);
+                }
+            } else if !self.program(seg, p, part)? {
+                // a failed program: the segment is retired anyway, nothing more goes there
+                self.note_closed(seg);
+                return Ok(());
+            }
+            p = next;
+        }
+        Ok(())
     }
 
     /// Stop writing for good (fail-stop) because of `e`; the first cause is kept.
@@ -235,6 +418,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// error (a transient I/O error, a read-only device, a power cut) retires nothing: the
     /// segment's state is left as it was and the engine stops writing (fail-stop).
     pub fn erase(&mut self, seg: u32) -> Result<bool> {
+        self.note_closed(seg);
         match self.flash.erase(seg) {
             Ok(()) => {
                 self.stats.erases = self.stats.erases.saturating_add(1);
@@ -268,9 +452,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if self.failed {
             return Err(Error::ReadOnly);
         }
+        self.open_check(seg, off, buf.len())?;
         match self.flash.write(seg, off, buf) {
             Ok(()) => {
                 self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(buf.len() as u64);
+                self.note_written(seg, off, buf.len());
                 Ok(true)
             }
             Err(crate::engine::flash::FlashError::WriteFailed) => {
@@ -320,6 +506,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
         self.shadow = Some(Shadow { seg, start, buf });
         if seg != NO_SEG {
             self.seg_mut(seg)?.state = segstate::FULL;
+            // a program failed there: nothing more is written to it
+            self.note_closed(seg);
         }
         if next != NO_SEG {
             let s = self.seg_mut(next)?;
@@ -399,7 +587,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// Open a segment for every head that has none (so the next checkpoint chains them).
     pub fn open_heads(&mut self) -> Result<()> {
         for h in 0..NUM_HEADS {
-            if self.heads.get(h).ok_or(Error::Invalid)?.seg == NO_SEG {
+            if self.head_used(h) && self.heads.get(h).ok_or(Error::Invalid)?.seg == NO_SEG {
                 self.open_segment(h)?;
             }
         }
@@ -421,9 +609,19 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
             return Ok(());
         }
-        self.flush_head(h)?;
-        let seg = self.heads.get(h).ok_or(Error::Invalid)?.seg;
+        self.flush_head_phys(h, false)?;
+        let (seg, pos, ghost) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.pos, hd.ghost)
+        };
         if seg != NO_SEG {
+            if self.fill_on_close && !ghost {
+                // the FTL closes an allocation unit only once it is written to its end
+                self.fill_to_end(seg, pos, false)?;
+            } else {
+                // nothing more is written to it: closed (the unwritten tail costs nothing)
+                self.note_closed(seg);
+            }
             self.seg_mut(seg)?.state = segstate::FULL;
         }
         Ok(())
@@ -461,9 +659,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 (hd.seg, hd.buf.len() >= chunk)
             };
             if full {
-                if h == crate::engine::format::HEAD_META {
+                let hot = self.phys_head(crate::engine::format::HEAD_HOT);
+                if h == self.phys_head(crate::engine::format::HEAD_META) && hot != h {
                     // ordering: file data reaches the medium before the metadata that refers to it
-                    self.flush_head(crate::engine::format::HEAD_HOT)?;
+                    self.flush_head_phys(hot, false)?;
                 }
                 let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
                 let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
@@ -538,6 +737,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if self.failed {
             return Err(Error::ReadOnly);
         }
+        let h = self.phys_head(h);
         let need = (REC_HDR + payload.len()) as u32;
         if need.saturating_add(REC_HDR as u32 * 2).saturating_add(self.wu()) > self.geo.segment_size {
             return Err(Error::Invalid);
@@ -573,18 +773,33 @@ impl<P: Platform, F: Flash> Log<P, F> {
         r
     }
 
-    /// Write out head `h`'s buffer, padding to a write-unit boundary.
+    /// Write out (logical) head `h`'s buffer, padding to a write-unit boundary (to a chunk
+    /// boundary on a block device).
     pub fn flush_head(&mut self, h: usize) -> Result<()> {
-        self.flush_head_mark(h, false)
+        let p = self.phys_head(h);
+        self.flush_head_mark(p, false)
+    }
+
+    fn flush_head_phys(&mut self, h: usize, sync: bool) -> Result<()> {
+        self.flush_head_mark(h, sync)
+    }
+
+    /// The boundary flushes pad to: the write unit, or the chunk (FTL page) on a block device.
+    fn pad_align(&self) -> u32 {
+        if self.pad_to_chunk {
+            self.chunk.max(self.wu())
+        } else {
+            self.wu()
+        }
     }
 
     /// Whether flushing head `h` writes a padding record (it has buffered bytes and room for a
     /// record header before the next write-unit boundary).
     fn pads(&self, h: usize) -> bool {
-        let wu = self.wu();
         match self.heads.get(h) {
             Some(hd) => {
-                hd.seg != NO_SEG && !hd.buf.is_empty() && !hd.ghost && (wu - hd.pos % wu) % wu >= REC_HDR as u32
+                let (rem, units) = self.pad_plan(hd.pos);
+                hd.seg != NO_SEG && !hd.buf.is_empty() && !hd.ghost && (rem >= REC_HDR as u32 || units > 0)
             }
             None => false,
         }
@@ -605,11 +820,53 @@ impl<P: Platform, F: Flash> Log<P, F> {
             // failed before anything was programmed (no memory for the padding): take the
             // padding back out of the buffer, and its sequence number if nothing else took one
             self.rollback_head(h, buf_start, buf_len);
-            if self.next_seq == seq.saturating_add(1) {
+            if self.next_seq > seq {
+                // every number the padding took is unused again (it took one per PAD record)
                 self.next_seq = seq;
             }
         }
         r
+    }
+
+    /// Push a PAD record (header + `plen` zero bytes) with sequence number `seq` into head
+    /// `h`'s buffer. The CRC over the zeros is computed in pieces, without allocating.
+    fn push_pad(&mut self, h: usize, seq: u64, flags: u8, seg_seq: u64, plen: usize) -> Result<()> {
+        let hdr = RecHdr { rtype: rtype::PAD, flags, crc: 0, seq, seg_seq, key: Key::default(), len: plen as u32 };
+        let mut hb = [0u8; REC_HDR];
+        let zeros = [0u8; 64];
+        hdr.encode(self.seed, &mut hb, &[])?;
+        let mut c = crate::engine::crc::crc32c_update(self.seed, &{
+            let mut t = hb;
+            if let Some(x) = t.get_mut(4..8) {
+                x.copy_from_slice(&[0, 0, 0, 0]);
+            }
+            t
+        });
+        let mut left = plen;
+        while left > 0 {
+            let n = left.min(zeros.len());
+            c = crate::engine::crc::crc32c_update(c, zeros.get(..n).unwrap_or(&[]));
+            left -= n;
+        }
+        crate::engine::codec::put_u32(&mut hb, 4, c)?;
+        let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+        hd.buf.try_extend_from_slice(&hb)?;
+        let target = hd.buf.len().saturating_add(plen);
+        hd.buf.try_resize(target, 0)
+    }
+
+    /// The padding a flush of a head at `pos` writes: (zero bytes or PAD record to the next
+    /// write-unit boundary `rem`, whole write units from there to the flush boundary `units`).
+    /// The flush boundary is the next write unit, or on a block device the next chunk (FTL
+    /// page), or the end of the segment if that comes first.
+    fn pad_plan(&self, pos: u32) -> (u32, u32) {
+        let wu = self.wu();
+        let ss = self.geo.segment_size;
+        let rem = (wu - pos % wu) % wu;
+        let unit_end = pos.saturating_add(rem);
+        let align = self.pad_align();
+        let target = unit_end.div_ceil(align).saturating_mul(align).min(ss).max(unit_end);
+        (rem, (target - unit_end) / wu)
     }
 
     fn flush_head_inner(&mut self, h: usize, sync: bool) -> Result<()> {
@@ -623,52 +880,33 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if seg == NO_SEG || ghost || (len == 0 && !sync) {
             return Ok(());
         }
-        let rem = (wu - pos % wu) % wu;
-        // (zero bytes, padding record payload length)
-        let (zeros_len, pad) = if rem as usize >= REC_HDR {
-            (0u32, Some(rem as usize - REC_HDR))
-        } else if sync {
-            let unit = round_up_usize(REC_HDR, wu as usize);
-            let end = u64::from(pos) + u64::from(rem) + unit as u64;
-            if end <= u64::from(self.geo.segment_size) {
-                (rem, Some(unit.saturating_sub(REC_HDR)))
-            } else {
-                (rem, None)
-            }
-        } else {
-            (rem, None)
-        };
-        if zeros_len > 0 {
+        let (rem, mut units) = self.pad_plan(pos);
+        let first_pad = rem as usize >= REC_HDR;
+        if !first_pad && units == 0 && sync {
+            // the SYNC marker needs a record: one more flush boundary's worth of padding
+            let unit_end = u64::from(pos) + u64::from(rem);
+            let align = u64::from(self.pad_align());
+            let more = align.min(u64::from(self.geo.segment_size).saturating_sub(unit_end)) / u64::from(wu);
+            units = more as u32;
+        }
+        // the last PAD written carries the SYNC mark
+        let total_pads = u32::from(first_pad).saturating_add(units);
+        let mut written = 0u32;
+        if first_pad {
+            written += 1;
+            let flags = if sync && written == total_pads { FLAG_SYNC } else { 0 };
+            let seq = self.take_seq();
+            self.push_pad(h, seq, flags, seg_seq, rem as usize - REC_HDR)?;
+        } else if rem > 0 {
             let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
-            let target = hd.buf.len().saturating_add(zeros_len as usize);
+            let target = hd.buf.len().saturating_add(rem as usize);
             hd.buf.try_resize(target, 0)?;
         }
-        if let Some(plen) = pad {
+        for _ in 0..units {
+            written = written.saturating_add(1);
+            let flags = if sync && written == total_pads { FLAG_SYNC } else { 0 };
             let seq = self.take_seq();
-            let flags = if sync { FLAG_SYNC } else { 0 };
-            let hdr = RecHdr { rtype: rtype::PAD, flags, crc: 0, seq, seg_seq, key: Key::default(), len: plen as u32 };
-            let mut hb = [0u8; REC_HDR];
-            // the payload is zeros; compute the CRC over them in pieces, without allocating
-            let zeros = [0u8; 64];
-            hdr.encode(self.seed, &mut hb, &[])?;
-            let mut c = crate::engine::crc::crc32c_update(self.seed, &{
-                let mut t = hb;
-                if let Some(x) = t.get_mut(4..8) {
-                    x.copy_from_slice(&[0, 0, 0, 0]);
-                }
-                t
-            });
-            let mut left = plen;
-            while left > 0 {
-                let n = left.min(zeros.len());
-                c = crate::engine::crc::crc32c_update(c, zeros.get(..n).unwrap_or(&[]));
-                left -= n;
-            }
-            crate::engine::codec::put_u32(&mut hb, 4, c)?;
-            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
-            hd.buf.try_extend_from_slice(&hb)?;
-            let target = hd.buf.len().saturating_add(plen);
-            hd.buf.try_resize(target, 0)?;
+            self.push_pad(h, seq, flags, seg_seq, (wu as usize).saturating_sub(REC_HDR))?;
         }
         let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
         let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
@@ -701,14 +939,25 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// durable record that no longer reads back) from a crash (records that never reached the
     /// medium). A failed device flush stops the engine, so no later record can vouch for it.
     pub fn flush_all(&mut self) -> Result<()> {
-        let order = [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META];
+        let logical = [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META];
+        // the heads that write them, each once, in that order (merged heads flush once)
+        let mut order = [usize::MAX; NUM_HEADS];
+        for (o, &l) in order.iter_mut().zip(logical.iter()) {
+            let p = self.phys_head(l);
+            if !logical.iter().take_while(|&&x| x != l).any(|&x| self.phys_head(x) == p) {
+                *o = p;
+            }
+        }
+        let meta = self.phys_head(crate::engine::format::HEAD_META);
         let mark = if self.need_checkpoint || self.has_failed_seg() {
             None
         } else {
-            Some(order.iter().rev().copied().find(|&h| self.pads(h)).unwrap_or(crate::engine::format::HEAD_META))
+            Some(order.iter().rev().copied().filter(|&h| h != usize::MAX).find(|&h| self.pads(h)).unwrap_or(meta))
         };
         for h in order {
-            self.flush_head_mark(h, mark == Some(h))?;
+            if h != usize::MAX {
+                self.flush_head_mark(h, mark == Some(h))?;
+            }
         }
         match self.flash.flush() {
             Ok(()) => Ok(()),

@@ -107,10 +107,17 @@ impl RamFlash {
         self.data.get(i).is_some_and(|&b| b != 0xFF)
     }
 
-    /// Restore power (after a cut): the medium keeps what was programmed.
+    /// Restore power (after a cut): the medium keeps what was programmed. On a block device
+    /// the write positions are forgotten, as `BlockSim::reboot` does: a block device has no
+    /// write pointer, and the first write of a segment after a power cycle may start anywhere
+    /// (a mount closes the tail a head left, from where its recovery found the end, over a
+    /// fill the cut interrupted).
     pub fn power_on(&mut self) {
         self.dead = false;
         self.cut_in = None;
+        if self.geo.kind == FlashKind::Block {
+            self.wp.fill(0);
+        }
     }
 
     fn tick(&mut self) -> Result<bool, FlashError> {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Engine, Error, FlashError, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine::{CreateArgs, Engine, Error, FlashError, FlashKind, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
 use ferrofs_engine_tests::failalloc::{self, FailFs};
 use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
 use ferrofs_engine_tests::*;
@@ -378,7 +378,20 @@ fn opts() -> MountOptions {
 }
 
 fn template() -> RamFlash {
-    let f = RamFlash::new_nand(32 * 1024, 40, 512);
+    template_on(RamFlash::new_nand(32 * 1024, 40, 512))
+}
+
+/// A block device (4 KiB blocks, 256 KiB allocation units, 8 KiB pages: flushes pad to the
+/// page) formatted with the block default: at most 2 segments open (one log head and the
+/// checkpoint area).
+fn template_block() -> RamFlash {
+    let f = template_on(RamFlash::with_kind(FlashKind::Block, 256 * 1024, 48, 4096));
+    let fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.open_segment_limit(), (2, 1));
+    fs.unmount().map_err(|e| e.0).unwrap()
+}
+
+fn template_on(f: RamFlash) -> RamFlash {
     let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let g = fs.create(ROOT_INO, b"base", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
@@ -456,6 +469,10 @@ fn check_cut(tpl: &RamFlash, ops: &[Op], states: &[State], cut: u64, tear: bool)
     }
     f.power_on();
     let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
+    let (limit, _) = fs.open_segment_limit();
+    if limit != 0 && fs.stats().max_open_segments > u64::from(limit) {
+        return Err(format!("the mount had {} segments open (limit {limit})", fs.stats().max_open_segments));
+    }
     let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
     if r.problems != 0 {
         return Err(format!("fsck: {r:?}"));
@@ -466,8 +483,11 @@ fn check_cut(tpl: &RamFlash, ops: &[Op], states: &[State], cut: u64, tear: bool)
 }
 
 fn enumerate(full: bool) {
-    let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
-    let tpl = template();
+    enumerate_on(full, template(), 2, WORKLOADS, "crash enumeration");
+}
+
+fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, workloads: u64, label: &str) {
+    let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(default_stride).max(1);
     let base = {
         let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
         read_state(&mut fs)
@@ -475,7 +495,7 @@ fn enumerate(full: bool) {
     let mut checked = 0u64;
     let mut failures = Vec::new();
     let mut kinds = BTreeMap::new();
-    for w in 0..WORKLOADS {
+    for w in 0..workloads {
         let ops = workload(w);
         for o in &ops {
             *kinds.entry(format!("{o:?}").split('(').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
@@ -531,12 +551,22 @@ fn enumerate(full: bool) {
             }
         }
     }
-    println!("crash enumeration: {WORKLOADS} workloads, {checked} cut points checked, {} failures", failures.len());
-    eprintln!("crash enumeration: {WORKLOADS} workloads, {checked} cut points checked, {} failures; operations: {kinds:?}", failures.len());
+    println!("{label}: {workloads} workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("{label}: {workloads} workloads, {checked} cut points checked, {} failures; operations: {kinds:?}", failures.len());
     for f in failures.iter().take(10) {
         eprintln!("{f}");
     }
     assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// The same workloads on a block device with the default open-segment limit (2: every record
+/// in one head, segments closed by writing them to their end, the mount closing the tails the
+/// cut left): every other cut point (`FERROFS_CRASH_FULL`: all), and no mount after a cut has
+/// more than 2 segments open.
+#[test]
+fn crash_enumeration_block_open_segments_2() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    enumerate_on(full, template_block(), 2, WORKLOADS, "crash enumeration (block, 2 open segments)");
 }
 
 #[test]

@@ -527,6 +527,9 @@ impl BlockSim {
                 self.counters.writes += 1;
                 self.counters.bytes_programmed += u64::from(len);
                 self.counters.pages_programmed += u64::from(len / unit);
+                if !offset.is_multiple_of(self.geo.preferred_write.max(1)) {
+                    self.counters.ftl_page_rewrites += 1;
+                }
                 self.ftl_write(seg, offset, len);
                 self.set_wp(seg, Some(offset + len));
                 Ok(())

@@ -60,6 +60,10 @@ pub struct Counters {
     pub ftl_bytes_copied: u64,
     /// Highest number of segments open at once (written, but neither full nor erased since).
     pub max_open_segments: u64,
+    /// Cheap-FTL model: writes that start inside an FTL page (`preferred_write` bytes, aligned
+    /// in the segment), i.e. not on a page boundary: the page's first part was written by an
+    /// earlier write, so the FTL writes (or merges) that page twice.
+    pub ftl_page_rewrites: u64,
 }
 
 impl Counters {
@@ -102,6 +106,7 @@ impl Counters {
             ftl_rmw_events: d(self.ftl_rmw_events, earlier.ftl_rmw_events),
             ftl_bytes_copied: d(self.ftl_bytes_copied, earlier.ftl_bytes_copied),
             max_open_segments: self.max_open_segments,
+            ftl_page_rewrites: d(self.ftl_page_rewrites, earlier.ftl_page_rewrites),
         }
     }
 

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 
-use ferrofs_engine::format::{Superblock, SB_SIZE};
+use ferrofs_engine::format::{Superblock, SB_FULL_SIZE};
 use ferrofs_flashsim::{
     AnySim, BlockDevice, BlockDeviceOptions, Flash, FlashError, FlashKind, Geometry, ImageFlash, MtdDevice, ReadStatus,
 };
@@ -120,9 +120,9 @@ pub struct GeoHints {
 /// `m * 2^k` for segment sizes 16 KiB..64 MiB (the second copy, or the first when segment 0 is
 /// bad). Returns the superblock and the offset it was found at.
 pub fn probe_superblock(file: &File, len: u64) -> Option<(Superblock, u64)> {
-    let mut buf = [0u8; SB_SIZE];
+    let mut buf = [0u8; SB_FULL_SIZE];
     let mut try_at = |off: u64| -> Option<Superblock> {
-        if off.checked_add(SB_SIZE as u64)? > len {
+        if off.checked_add(SB_FULL_SIZE as u64)? > len {
             return None;
         }
         file.read_exact_at(&mut buf, off).ok()?;

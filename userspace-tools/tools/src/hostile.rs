@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use ferrofs_engine::crc::{crc32c, crc32c_update};
-use ferrofs_engine::format::{rtype, CpHeader, RecHdr, Superblock, CP_MAGIC, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_SIZE, S_IFREG};
+use ferrofs_engine::format::{rtype, CpHeader, RecHdr, Superblock, CP_MAGIC, FEATURE_COMPAT_OPEN_SEGMENTS, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_FULL_SIZE, SB_SIZE, S_IFREG};
 use ferrofs_engine::{CreateArgs, FlashKind, FormatOptions, MountOptions, SetAttr, Timespec, ROOT_INO};
 use ferrofs_flashsim::{AnySim, NandConfig, NandSim};
 
@@ -480,7 +480,7 @@ pub fn parse(data: &[u8]) -> Result<Parsed, String> {
     let mut sb = None;
     let mut sb_offs = Vec::new();
     for s in 0..SEG_COUNT.min(64) as usize {
-        if let Some(b) = data.get(s * ss..s * ss + SB_SIZE) {
+        if let Some(b) = data.get(s * ss..s * ss + SB_FULL_SIZE) {
             if let Ok(x) = Superblock::decode(b) {
                 sb_offs.push(s * ss);
                 sb.get_or_insert(x);
@@ -549,12 +549,20 @@ pub fn parse(data: &[u8]) -> Result<Parsed, String> {
 
 // ---------------------------------------------------------------- CRC fix-ups
 
-/// Recomputes the CRC of the superblock copy at `off`.
+/// Recomputes the CRC of the superblock copy at `off` (and of its open-segment extension
+/// when the compat feature bit says it has one).
 pub fn fix_sb(d: &mut [u8], off: usize) {
     if let Some(b) = d.get_mut(off..off + SB_SIZE) {
         b[4..8].fill(0);
         let c = crc32c(b);
         b[4..8].copy_from_slice(&c.to_le_bytes());
+    }
+    let ext = d.get(off + 12..off + 20).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) & FEATURE_COMPAT_OPEN_SEGMENTS != 0);
+    if ext == Some(true) {
+        if let Some(e) = d.get_mut(off + SB_SIZE..off + SB_FULL_SIZE) {
+            let c = crc32c(&e[..4]);
+            e[4..8].copy_from_slice(&c.to_le_bytes());
+        }
     }
 }
 

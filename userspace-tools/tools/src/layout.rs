@@ -9,7 +9,7 @@ use ferrofs_engine::codec::Reader;
 use ferrofs_engine::crc::crc32c;
 use ferrofs_engine::format::{
     get_seginfo, rtype, CpHeader, Inode, Key, Loc, RecHdr, SegInfo, Superblock, CP_HDR_SIZE, CP_MAGIC, MAX_CP_SEGS,
-    NO_SEG, REC_HDR, SB_MAGIC, SB_SIZE, SEGINFO_SIZE,
+    NO_SEG, REC_HDR, SB_FULL_SIZE, SB_MAGIC, SEGINFO_SIZE,
 };
 use ferrofs_engine::{Error, Flash};
 
@@ -35,7 +35,8 @@ pub fn read_sb_copy(f: &mut dyn Flash, seg: u32) -> SbCopy {
         Ok(false) => {}
         Err(e) => return SbCopy::Unreadable(format!("{e:?}")),
     }
-    let mut b = [0u8; SB_SIZE];
+    // the main part and the extension (open-segment limit) a compat feature may add
+    let mut b = [0u8; SB_FULL_SIZE];
     if let Err(e) = f.read(seg, 0, &mut b) {
         return SbCopy::Unreadable(format!("{e:?}"));
     }

@@ -134,6 +134,11 @@ fn show_superblock(o: &mut dyn Write, dev: &mut Dev, sb_seg: u32, sb: &Superbloc
     out!(o, "  sb_segments     {} {}", sb.sb_segs[0], sb.sb_segs[1]);
     out!(o, "  cp_area_segs    {}", sb.cp_area_segs);
     out!(o, "  cp_slot_size    {}", sb.cp_slot_size);
+    if sb.compat & ferrofs_engine::format::FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
+        out!(o, "  open_segments   {} (log heads and the checkpoint area open at once)", sb.open_segments);
+    } else {
+        out!(o, "  open_segments   no limit (three log heads)");
+    }
     for (i, a) in sb.cp_segs.iter().enumerate() {
         let segs: Vec<String> = a.iter().take(sb.cp_area_segs as usize).map(|s| seg_name(*s)).collect();
         out!(o, "  cp_area_{}       {}", if i == 0 { 'A' } else { 'B' }, segs.join(" "));

@@ -469,13 +469,25 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
             None => ck.problem(format!("superblock segment {s} is out of range")),
         }
     }
+    let limited = sb.compat & ferrofs_engine::format::FEATURE_COMPAT_OPEN_SEGMENTS != 0;
+    if limited
+        && !(ferrofs_engine::format::OPEN_SEGMENTS_MIN..=ferrofs_engine::format::OPEN_SEGMENTS_MAX).contains(&sb.open_segments)
+    {
+        ck.problem(format!(
+            "the superblock's open-segment limit {} is outside {}..={} (the filesystem does not mount)",
+            sb.open_segments,
+            ferrofs_engine::format::OPEN_SEGMENTS_MIN,
+            ferrofs_engine::format::OPEN_SEGMENTS_MAX
+        ));
+    }
     println!(
-        "  superblock: version {}, serial {:#018x}, created {} UTC, copies in segments {} and {}",
+        "  superblock: version {}, serial {:#018x}, created {} UTC, copies in segments {} and {}, {}",
         sb.version,
         sb.serial,
         utc_date(sb.created),
         sb.sb_segs[0],
-        sb.sb_segs[1]
+        sb.sb_segs[1],
+        if limited { format!("at most {} segments open", sb.open_segments) } else { "no open-segment limit".to_string() }
     );
 
     // 2. checkpoints

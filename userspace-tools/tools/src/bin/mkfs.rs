@@ -46,8 +46,15 @@ struct Cli {
     block: bool,
 
     /// Allocation unit (segment) of a block device or block image (default 4M).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, visible_alias = "segment-size", value_name = "BYTES", value_parser = parse_size)]
     au: Option<u64>,
+
+    /// Segments written to at once (log heads and the checkpoint area), 2..64, stored in the
+    /// superblock: what the device's FTL keeps open without slowing down. 2 (the default on a
+    /// block device): one log head; 3: data+metadata and GC heads; 4 or more: three heads.
+    /// 0: no limit (the default on raw flash).
+    #[arg(long, value_name = "N")]
+    open_segments: Option<u32>,
 
     /// Write unit of a block device or block image (default 4k).
     #[arg(long, value_parser = parse_size)]
@@ -289,7 +296,24 @@ fn erase_all(dev: &mut Dev, quiet: bool) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// `--open-segments`, checked with the reasons the engine would refuse it.
+fn open_segments(cli: &Cli) -> Result<Option<u32>, ToolError> {
+    use ferrofs_engine::format::{OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN};
+    match cli.open_segments {
+        None => Ok(None),
+        Some(1) => Err(ToolError::usage(format!(
+            "--open-segments 1 is not supported: the checkpoint area and one log head are open at once, so the least is \
+             {OPEN_SEGMENTS_MIN} (checkpoints inside the log are not implemented)"
+        ))),
+        Some(n) if n > OPEN_SEGMENTS_MAX => Err(ToolError::usage(format!(
+            "--open-segments {n} is too large: at most {OPEN_SEGMENTS_MAX} (from 4 on ferrofs writes with all three heads; 0 = no limit)"
+        ))),
+        Some(n) => Ok(Some(n)),
+    }
+}
+
 fn run(cli: &Cli) -> Result<(), ToolError> {
+    let open_segments = open_segments(cli)?;
     // Look at the source tree first: an unreadable tree fails before anything is written.
     let need = match &cli.root {
         Some(r) => Some(prescan(r)?),
@@ -305,7 +329,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         erase_all(&mut t.dev, cli.quiet)?;
     }
     let serial = cli.serial.unwrap_or_else(random_u64);
-    let fo = FormatOptions { serial, ..FormatOptions::default() };
+    let fo = FormatOptions { serial, open_segments, ..FormatOptions::default() };
     let dev = Fs::format(t.dev, &fo, now()).map_err(|(e, _)| match e {
         Error::Invalid => ToolError::fail(format!(
             "geometry does not fit ferrofs ({} segments of {} bytes, write unit {}): the checkpoint with the \
@@ -316,6 +340,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         Error::Io => ToolError::fail(
             "cannot write the superblocks: the first two good segments must be among segments 0..63, or the device failed",
         ),
+        Error::NotSupported => ToolError::fail("this medium is not supported (MLC NAND), or the open-segment limit is below 2"),
         e => ToolError::fail(format!("format failed: {}", errno_name(e))),
     })?;
     let mut copied: Option<(TreeStats, Vec<String>)> = None;
@@ -345,6 +370,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         )));
     }
     let root = fs.getattr(ROOT_INO).map_err(|e| ToolError::fail(format!("the new root is unreadable: {}", errno_name(e))))?;
+    let (limit, heads) = fs.open_segment_limit();
     let mut dev = fs.into_flash();
     dev.persist(&cli.target)?;
     if !cli.quiet {
@@ -358,6 +384,14 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
             human(st.blocks_free * u64::from(st.block_size)),
             root.mode & 0o7777
         );
+        if limit != 0 {
+            println!(
+                "  at most {limit} segments open at once: {heads} log head{} and the checkpoint area",
+                if heads == 1 { "" } else { "s" }
+            );
+        } else {
+            println!("  no open-segment limit: {heads} log heads and the checkpoint area");
+        }
         if let Some((c, warnings)) = &copied {
             println!(
                 "  copied {} files ({}, {} stored), {} directories, {} symlinks, {} hard links, {} special nodes, {} xattrs",
