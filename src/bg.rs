@@ -16,7 +16,7 @@ use crate::kfs::sbi;
 use crate::super_::{ByteWriter, SbInfo};
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 24] = [
+pub(crate) const STAT_NAMES: [&CStr; 26] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -26,6 +26,10 @@ pub(crate) const STAT_NAMES: [&CStr; 24] = [
     c_str!("replayed_records"),
     c_str!("retired_segments"),
     c_str!("free_segments"),
+    // segments written to and not yet closed (log heads and the checkpoint area), and the most
+    // at once since the mount: never above the superblock's open-segment limit
+    c_str!("open_segments"),
+    c_str!("max_open_segments"),
     // fault counters since the mount (`FaultStats`)
     c_str!("corrected_reads"),
     c_str!("uncorrectable_reads"),

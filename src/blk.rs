@@ -13,7 +13,7 @@
 //! (fsync, checkpoint).
 
 use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
-use crate::engine::format::{Superblock, SB_SIZE};
+use crate::engine::format::{Superblock, SB_FULL_SIZE};
 use crate::kfs::{BlockDev, PageBuf, PAGE_BYTES, SECTOR_SIZE};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -144,10 +144,10 @@ impl BlkFlash {
     /// start of segment 1, which mkfs places at `m * 2^k` for segment sizes 16 KiB..64 MiB (as
     /// the userspace tools probe). A copy counts only at a multiple of its own segment size.
     fn find_superblock(&mut self, bytes: u64) -> Result<Superblock> {
-        let mut page = [0u8; SB_SIZE];
+        let mut page = [0u8; SB_FULL_SIZE];
         let mut bad_format = true;
         let mut try_at = |f: &mut Self, off: u64| -> Option<Superblock> {
-            if off.checked_add(SB_SIZE as u64)? > bytes {
+            if off.checked_add(SB_FULL_SIZE as u64)? > bytes {
                 return None;
             }
             f.read_abs(off, &mut page).ok()?;

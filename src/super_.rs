@@ -212,6 +212,7 @@ impl SbInfo {
         let f = fs.fault_stats();
         let vals = [
             s.user_bytes, s.programmed_bytes, s.erases, s.gc_records, s.gc_bytes, s.checkpoints, s.replayed, s.retired, s.free_segments,
+            s.open_segments, s.max_open_segments,
             f.corrected_reads, f.uncorrectable_reads, f.scrubbed_segments, f.program_failures, f.erase_failures, f.io_errors,
         ];
         let (hits, misses) = fs.icache_stats();
