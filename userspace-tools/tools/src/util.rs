@@ -273,6 +273,17 @@ pub fn clap_exit<C: clap::CommandFactory>(e: clap::Error) -> ! {
     }
 }
 
+/// Restore the default action of SIGPIPE (terminate quietly), as C tools have it. Rust ignores
+/// SIGPIPE, so writing a report into a closed pipe (`fsck.ferrofs /dev/mtd0 | head`) would make
+/// `println!` panic; every tool calls this first.
+pub fn default_sigpipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler; called at the start of main, before
+    // any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -404,3 +404,23 @@ fn fsck_detects_a_damaged_segment_header() {
     assert!(r.stderr.contains(&format!("segment {seg} (")), "{}", r.stderr);
     assert!(r.stderr.contains("no valid segment header"), "{}", r.stderr);
 }
+
+/// A report written into a pipe whose reader is gone (`ferrofs-dump IMG | head -1`) ends the
+/// tool quietly by SIGPIPE, as it ends C tools; before, `println!` panicked on EPIPE (exit 101).
+#[test]
+fn dump_and_fsck_into_a_closed_pipe_do_not_panic() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let (_t, img, _src) = small_image(&[]);
+    for (bin, args) in [(DUMP, vec![p(&img)]), (FSCK, vec!["-n", "-v", p(&img)])] {
+        let mut child = Command::new(bin).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // the reader goes away before the tool has opened the image, so its first line meets EPIPE
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let st = child.wait().unwrap();
+        assert!(!err.contains("panicked"), "{bin} panicked on a closed pipe: {err}");
+        assert_eq!(st.signal(), Some(13), "{bin} was not ended by SIGPIPE: {st:?} {err}");
+    }
+}

@@ -651,6 +651,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
 }
 
 fn main() {
+    ferrofs_tools::util::default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => clap_exit::<Cli>(e),

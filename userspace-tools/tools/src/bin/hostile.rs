@@ -29,6 +29,7 @@ struct Cli {
 }
 
 fn main() {
+    ferrofs_tools::util::default_sigpipe();
     let cli = Cli::try_parse().unwrap_or_else(|e| clap_exit::<Cli>(e));
     let bases = match build_bases(cli.seed) {
         Ok(b) => b,
