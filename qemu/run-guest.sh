@@ -57,7 +57,13 @@ qemu_base=(qemu-system-x86_64 -nodefaults -no-reboot -m "$mem" -smp 2 -kernel "$
 # no_timer_check: under TCG on a loaded host the IO-APIC timer check can misfire and panic the boot
 # ("IO-APIC + timer doesn't work"); a 120 s RCU stall timeout keeps a starved vCPU thread (host
 # load, not the guest) from being reported as a stall after the default 21 s.
-cmdline_base="console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check rcupdate.rcu_cpu_stall_timeout=120"
+# pci=noacpi: PCI interrupts are routed from the BIOS's PIRQ table, not by evaluating the DSDT's
+# _PRT method. QEMU's i440fx _PRT is an AML While loop over 128 entries; the ACPI interpreter of
+# the debug kernel (KASAN, lockdep, SLUB debugging) under TCG took about 25 s per virtio device
+# for it, and past 30 s ACPICA aborts it (AE_AML_LOOP_TIMEOUT, "PCI INT A: no GSI"): the disk
+# then has no interrupt and the boot hangs in the partition scan, before /init. That was every
+# "did not reach /init" seen in the debug power-cut runs, and the ~60 s debug boots with disks.
+cmdline_base="console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check pci=noacpi rcupdate.rcu_cpu_stall_timeout=120"
 
 # KVM only if a probe shows that it boots; the verdict is cached per QEMU and kernel.
 choose_accel() {
