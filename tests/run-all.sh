@@ -2,7 +2,8 @@
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
-#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh, 5 cuts)
+#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh, 5 cuts) -> hostile images (200)
+# The debug kernel, when not cached, builds in the background (nice 19) from the toolchain step on.
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
 # DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug, unless FERROFS_DEBUG=0.
 # FERROFS_KFLAVOUR=debug runs only the debug flavour, with every suite.
