@@ -258,17 +258,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             self.note_closed(seg);
             return;
         }
-        let mut opened = false;
-        if let Ok(s) = self.seg_mut(seg) {
-            if s.flags & SEG_WOPEN == 0 {
-                s.flags |= SEG_WOPEN;
-                opened = true;
-            }
-        }
-        if opened {
-            self.open_now = self.open_now.saturating_add(1);
-            self.open_max = self.open_max.max(self.open_now);
-        }
+        self.mark_open(seg);
     }
 
     /// `seg` is closed: erased, written to its end, or never to be written again.
@@ -283,7 +273,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
-    /// Count `seg` open (a mount found it half-written).
+    /// Count `seg` open (written to, or a mount found it half-written); a no-op if it already is.
     pub fn mark_open(&mut self, seg: u32) {
         let mut opened = false;
         if let Ok(s) = self.seg_mut(seg) {
