@@ -112,7 +112,14 @@ while :; do
   # Watchdog: a boot that has not reached /init after PREINIT_S seconds is stuck in the kernel's
   # own boot (seen on the debug kernel under TCG on a loaded host: no output after the virtio
   # probe), before ferrofs or any test runs; it is killed and booted again (below).
-  ( sleep "$preinit_s"; grep -aq "Run /init as init process" "$log" || { touch "$log.preinit-hang"; pkill -KILL -f -- "ferrofs.run=$name.*rgid=$$" 2>/dev/null; } ) &
+  # Its fds go to /dev/null and its sleep is killed with it: an orphaned sleep holding this
+  # script's stdout/stderr kept a caller's $(run-guest.sh ...) or pipe waiting for the full
+  # PREINIT_S after the guest had ended (200 s per harness self-test case).
+  ( exec >/dev/null 2>&1 </dev/null
+    sleep "$preinit_s" & sp=$!
+    trap 'kill $sp 2>/dev/null; exit 0' TERM
+    wait $sp
+    grep -aq "Run /init as init process" "$log" || { touch "$log.preinit-hang"; pkill -KILL -f -- "ferrofs.run=$name.*rgid=$$" 2>/dev/null; } ) &
   watchdog=$!
   rm -f "$log.preinit-hang"
   timeout --foreground -k 5 "$timeout_s" "${qemu_base[@]}" "${accel_args[@]}" "${disk_args[@]}" \

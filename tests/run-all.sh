@@ -14,14 +14,30 @@ source qemu/env.sh
 mkdir -p build/logs
 passed=0; failed=0; t0=$(date +%s)
 step_start=0
-begin() { step_start=$(date +%s); echo; echo "=== $1"; }
-took() { echo "=== $1: $(( $(date +%s) - step_start ))s"; }
-abort() { echo "make test: $1 failed; stopping"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
-# add_line "LABEL: N passed, N failed": add the counts (a missing line counts as one failure).
+# The summary at the end repeats every step's time and every check line that failed, so the
+# last screen of a long log says where the time went and what failed.
+step_name=; step_times=(); failures=()
+begin() { step_start=$(date +%s); step_name="$1"; echo; echo "=== $1"; }
+took() {
+  local t=$(( $(date +%s) - step_start ))
+  step_times+=("$(printf '%6ds  %s' "$t" "$1")"); echo "=== $1: ${t}s"
+}
+summary() {
+  echo; echo "make test: step times"; printf '  %s\n' "${step_times[@]}"
+  if [ ${#failures[@]} -gt 0 ]; then echo "make test: failed checks"; printf '  %s\n' "${failures[@]}"; fi
+}
+abort() {
+  failures+=("$step_name: $1 failed (stopped here)"); summary
+  echo "make test: $1 failed; stopping"; echo "$passed passed, $((failed + 1)) failed"; exit 1
+}
+# add_line "LABEL: N passed, N failed" [DETAIL]: add the counts (a missing line counts as one
+# failure); a line with failures is kept for the summary, with DETAIL (which suites failed).
 add_line() {
-  local line="$1"
-  [ -n "$line" ] || line="x: 0 passed, 1 failed"
-  passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + $(awk '{print $4}' <<<"$line")))
+  local line="$1" f
+  [ -n "$line" ] || line="$step_name: 0 passed, 1 failed (no result line)"
+  f=$(awk '{print $4}' <<<"$line")
+  passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + f))
+  [ "$f" -eq 0 ] || failures+=("$step_name: $line${2:+ [$2]}")
 }
 
 begin "toolchain"; qemu/install-deps.sh || abort "toolchain install"; took toolchain
@@ -49,7 +65,7 @@ crc=${PIPESTATUS[0]}
 p=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^passed;?$/) s+=$(i-1)} END {print s+0}' "$log")
 f=$(awk '/^test result:/ {for (i=1;i<=NF;i++) if ($i ~ /^failed;?$/) s+=$(i-1)} END {print s+0}' "$log")
 [ $crc -ne 0 ] && [ "$f" -eq 0 ] && f=1
-add_line "cargo: $p passed, $f failed"
+add_line "cargo: $p passed, $f failed" "$(grep -E '^test .* FAILED$|^error' "$log" | head -n 5 | tr '\n' ';')"
 echo "cargo: $p passed, $f failed"; took "cargo test"
 
 # run_flavour FLAVOUR SUITES_FILE: kernel, module, initramfs, (harness test), guest suites.
@@ -78,7 +94,8 @@ run_flavour() {
   begin "guest suites ($flavour)"
   FERROFS_SUITES="$(grep -vE '^\s*(#|$)' "$suites_file" | awk '{print $1}' | tr '\n' ' ')" \
     tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
-  add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)"
+  add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)" \
+    "$(grep -E '^guest suite ' "build/logs/guest-suites-$flavour.log" | grep -vE ' 0 failed \(exit 0\)$' | tr '\n' ';')"
   took "guest suites ($flavour)"
   begin "power cuts ($flavour)"
   CUTS="${FERROFS_POWERCUT_CUTS:-5}" FS=ferrofs tests/powercut/run-powercut.sh 2>&1 | tee "build/logs/powercut-$flavour.log"
@@ -114,6 +131,7 @@ else
   [ "${FERROFS_DEBUG:-1}" = 0 ] || run_flavour debug tests/vm/SUITES.debug
 fi
 
+summary
 echo
 echo "make test: total $(( $(date +%s) - t0 ))s"
 echo "$passed passed, $failed failed"
