@@ -20,10 +20,15 @@ impl KFlash {
     /// Refuse a read-write mount or remount of a medium that does not accept writes, with
     /// `EROFS` and a message; a read-only mount is fine.
     pub(crate) fn check_writeable(&self, read_only: bool) -> Result {
-        match self {
-            KFlash::Mtd(m) => m.check_writeable(read_only),
-            KFlash::Blk(b) => b.check_writeable(read_only),
+        let (writeable, what) = match self {
+            KFlash::Mtd(m) => (m.writeable(), "MTD device"),
+            KFlash::Blk(b) => (b.writeable(), "block device"),
+        };
+        if read_only || writeable {
+            return Ok(());
         }
+        pr_err!("{}: the {} is read-only: refusing a read-write mount (mount it with -o ro)\n", self.name(), what);
+        Err(EROFS)
     }
 
     /// The device's name for messages ("mtd0", "vda").

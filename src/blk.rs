@@ -182,21 +182,13 @@ impl BlkFlash {
 
     /// Refuse a read-write mount (or remount) of a read-only block device with `EROFS` and a
     /// message; a read-only mount is fine.
-    pub(crate) fn check_writeable(&self, read_only: bool) -> Result {
-        if read_only || !self.dev.read_only() {
-            return Ok(());
-        }
-        pr_err!("{}: the block device is read-only: refusing a read-write mount (mount it with -o ro)\n", self.name);
-        Err(EROFS)
+    pub(crate) fn writeable(&self) -> bool {
+        !self.dev.read_only()
     }
 
     /// Byte address of `offset` in `seg`, checked against the geometry.
     fn addr(&self, seg: u32, offset: u32, len: usize) -> Result<u64, FlashError> {
-        let end = u64::from(offset).checked_add(len as u64).ok_or(FlashError::InvalidRequest)?;
-        if seg >= self.geo.segment_count || end > u64::from(self.geo.segment_size) {
-            return Err(FlashError::InvalidRequest);
-        }
-        Ok(u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset))
+        self.geo.byte_addr(seg, offset, len).ok_or(FlashError::InvalidRequest)
     }
 
     /// Read `buf.len()` bytes at byte `at` of the device: whole logical blocks into the bounce

@@ -71,20 +71,13 @@ impl MtdFlash {
     /// Refuse a read-write mount of a device that does not accept writes (`MTD_WRITEABLE`
     /// clear): every program and erase would fail with -EROFS. Returns `EROFS` with a message
     /// (busybox and util-linux `mount` then retry read-only); a read-only mount is fine.
-    pub(crate) fn check_writeable(&self, read_only: bool) -> Result {
-        if self.writeable || read_only {
-            return Ok(());
-        }
-        pr_err!("mtd{}: the MTD device is read-only: refusing a read-write mount (mount it with -o ro)\n", self.index);
-        Err(EROFS)
+    pub(crate) fn writeable(&self) -> bool {
+        self.writeable
     }
 
     fn addr(&self, seg: u32, offset: u32, len: usize) -> Result<i64, FlashError> {
-        let end = u64::from(offset).checked_add(len as u64).ok_or(FlashError::InvalidRequest)?;
-        if seg >= self.geo.segment_count || end > u64::from(self.geo.segment_size) {
-            return Err(FlashError::InvalidRequest);
-        }
-        Ok((u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset)) as i64)
+        let at = self.geo.byte_addr(seg, offset, len).ok_or(FlashError::InvalidRequest)?;
+        i64::try_from(at).map_err(|_| FlashError::InvalidRequest)
     }
 }
 

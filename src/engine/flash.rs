@@ -52,6 +52,16 @@ impl Geometry {
         u64::from(self.segment_size) * u64::from(self.segment_count)
     }
 
+    /// Byte address on the device of `len` bytes at `offset` in segment `seg`; `None` when the
+    /// range is not inside one segment of the device. Every backend checks requests with it.
+    pub fn byte_addr(&self, seg: u32, offset: u32, len: usize) -> Option<u64> {
+        let end = u64::from(offset).checked_add(len as u64)?;
+        if seg >= self.segment_count || end > u64::from(self.segment_size) {
+            return None;
+        }
+        Some(u64::from(seg) * u64::from(self.segment_size) + u64::from(offset))
+    }
+
     /// Write units per segment.
     pub fn units_per_segment(&self) -> u32 {
         if self.write_unit == 0 {

@@ -70,8 +70,7 @@ impl FileMedium {
     }
 
     fn check_range(&mut self, seg: u32, offset: u32, len: usize) -> Result<(), FlashError> {
-        let end = u64::from(offset) + len as u64;
-        if seg >= self.geo.segment_count || end > u64::from(self.geo.segment_size) {
+        if self.geo.byte_addr(seg, offset, len).is_none() {
             self.counters.reject(Reject::OutOfRange);
             return Err(FlashError::InvalidRequest);
         }
