@@ -84,7 +84,7 @@ fsx: initramfs
 	qemu/run-guest.sh --timeout $$(( 600 + $(or $(OPS),20000) / 20 )) ferrofs-fsx $(or $(OPS),20000) $(or $(PROCS),4) $(or $(SEED),1)
 
 stress: initramfs
-	qemu/run-guest.sh --timeout $$(( 600 + 2 * $(or $(SECONDS),60) )) ferrofs-stress $(or $(SECONDS),60) $(or $(SEED),1)
+	qemu/run-guest.sh --timeout $$(( 900 + 2 * $(or $(SECONDS),60) )) ferrofs-stress $(or $(SECONDS),60) $(or $(SEED),1)
 # Power cuts by killing QEMU (issue 9): tests/powercut/run-powercut.sh (SIGKILL at random moments,
 # also inside the mount; fsck -n, mount, every fsync'd file and entry checked against a log on a
 # second disk). Prints "power cuts: N cuts, F failed mounts, E fsck errors, L fsync'd files lost".
