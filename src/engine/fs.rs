@@ -283,33 +283,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if let Err(e) = log.set_open_limit(limit) {
             return Err((e, log.flash));
         }
-        let mut eng = Engine {
-            log,
-            tree: Tree::new(64),
-            sb,
-            next_ino: ROOT_INO + 1,
-            cp_area: 1,
-            cp_next_slot: u32::MAX,
-            buf: P::Vec::new(),
-            buf2: P::Vec::new(),
-            opts: MountOptions::default(),
-            in_checkpoint: false,
-            pinned: P::Vec::new(),
-            dropped: 0,
-            replay_ok_ino: 0,
-            damage: None,
-            mount_pending: false,
-            failed_before_ro: false,
-            ro_compat_unknown: false,
-            reserved: 0,
-            icache: P::Vec::new(),
-            icache_hits: 0,
-            icache_misses: 0,
-            inode_records: 0,
-            fallback: None,
-            replay_fallback: false,
-            mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
-        };
+        let mut eng = Self::assemble(log, sb, MountOptions::default(), 64);
+        eng.cp_area = 1;
+        eng.cp_next_slot = u32::MAX;
         let r = eng.format_inner(fo, now, &meta);
         match r {
             Ok(()) => Ok(eng.log.flash),
@@ -425,33 +401,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
-        let mut eng = Engine {
-            log,
-            tree: Tree::new(opts.cache_nodes),
-            sb,
-            next_ino: ROOT_INO + 1,
-            cp_area: 0,
-            cp_next_slot: 0,
-            buf: P::Vec::new(),
-            buf2: P::Vec::new(),
-            opts,
-            in_checkpoint: false,
-            pinned: P::Vec::new(),
-            dropped: 0,
-            replay_ok_ino: 0,
-            damage: None,
-            mount_pending: false,
-            failed_before_ro: false,
-            ro_compat_unknown: ro,
-            reserved: 0,
-            icache: P::Vec::new(),
-            icache_hits: 0,
-            icache_misses: 0,
-            inode_records: 0,
-            fallback: None,
-            replay_fallback: false,
-            mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
-        };
+        let mut eng = Self::assemble(log, sb, opts, opts.cache_nodes);
+        eng.ro_compat_unknown = ro;
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
             return Err((Error::ReadOnly, eng.log.flash));
@@ -499,6 +450,38 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(())
     }
 
+    /// An engine over `log` and `sb` with empty caches and no checkpoint position yet: the one
+    /// place that lists every field, for format and mount alike.
+    fn assemble(log: Log<P, F>, sb: Superblock, opts: MountOptions, cache_nodes: usize) -> Self {
+        Engine {
+            log,
+            tree: Tree::new(cache_nodes),
+            sb,
+            next_ino: ROOT_INO + 1,
+            cp_area: 0,
+            cp_next_slot: 0,
+            buf: P::Vec::new(),
+            buf2: P::Vec::new(),
+            opts,
+            in_checkpoint: false,
+            pinned: P::Vec::new(),
+            dropped: 0,
+            replay_ok_ino: 0,
+            damage: None,
+            mount_pending: false,
+            failed_before_ro: false,
+            ro_compat_unknown: false,
+            reserved: 0,
+            icache: P::Vec::new(),
+            icache_hits: 0,
+            icache_misses: 0,
+            inode_records: 0,
+            fallback: None,
+            replay_fallback: false,
+            mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
+        }
+    }
+
     /// Length of a checkpoint blob for `segments` segments.
     fn cp_blob_len(segments: u32) -> u64 {
         CP_HDR_SIZE as u64 + u64::from(crate::engine::format::segtab_chunks(segments)) * Loc::SIZE as u64
@@ -510,39 +493,35 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Read `out.len()` bytes of checkpoint area `a` at linear offset `off`.
-    fn cp_read(&mut self, a: usize, off: u64, out: &mut [u8]) -> Result<()> {
+    /// The piece of a `len`-byte access at linear offset `off` of checkpoint area `a` that
+    /// starts `done` bytes in: (segment, offset in it, length), stopping at the segment's end.
+    fn cp_piece(&self, a: usize, off: u64, done: usize, len: usize) -> Result<(u32, u32, usize)> {
         let ss = u64::from(self.sb.segment_size);
         if ss == 0 {
             return Err(Error::Corrupt);
         }
+        let pos = off.saturating_add(done as u64);
+        let so = (pos % ss) as u32;
+        let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get((pos / ss) as usize)).ok_or(Error::Corrupt)?;
+        let n = (ss.saturating_sub(u64::from(so)) as usize).min(len.saturating_sub(done));
+        Ok((seg, so, n))
+    }
+
+    fn cp_read(&mut self, a: usize, off: u64, out: &mut [u8]) -> Result<()> {
         let mut done = 0usize;
         while done < out.len() {
-            let pos = off.saturating_add(done as u64);
-            let idx = (pos / ss) as usize;
-            let so = (pos % ss) as u32;
-            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
-            let n = (ss.saturating_sub(u64::from(so)) as usize).min(out.len().saturating_sub(done));
-            let part = out.get_mut(done..done + n).ok_or(Error::Corrupt)?;
-            self.log.flash.read(seg, so, part)?;
+            let (seg, so, n) = self.cp_piece(a, off, done, out.len())?;
+            self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
             done = done.saturating_add(n);
         }
         Ok(())
     }
 
     fn cp_write(&mut self, a: usize, off: u64, data: &[u8]) -> Result<()> {
-        let ss = u64::from(self.sb.segment_size);
-        if ss == 0 {
-            return Err(Error::Corrupt);
-        }
         let mut done = 0usize;
         while done < data.len() {
-            let pos = off.saturating_add(done as u64);
-            let idx = (pos / ss) as usize;
-            let so = (pos % ss) as u32;
-            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
-            let n = (ss.saturating_sub(u64::from(so)) as usize).min(data.len().saturating_sub(done));
-            let part = data.get(done..done + n).ok_or(Error::Corrupt)?;
-            self.log.write_fixed(seg, so, part)?;
+            let (seg, so, n) = self.cp_piece(a, off, done, data.len())?;
+            self.log.write_fixed(seg, so, data.get(done..done + n).ok_or(Error::Corrupt)?)?;
             done = done.saturating_add(n);
         }
         Ok(())
