@@ -180,8 +180,8 @@ impl BlkFlash {
         Err(EINVAL)
     }
 
-    /// Refuse a read-write mount (or remount) of a read-only block device with `EROFS` and a
-    /// message; a read-only mount is fine.
+    /// Whether the block device accepts writes (`KFlash::check_writeable` refuses a read-write
+    /// mount of one that does not).
     pub(crate) fn writeable(&self) -> bool {
         !self.dev.read_only()
     }

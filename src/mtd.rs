@@ -68,9 +68,9 @@ impl MtdFlash {
         })
     }
 
-    /// Refuse a read-write mount of a device that does not accept writes (`MTD_WRITEABLE`
-    /// clear): every program and erase would fail with -EROFS. Returns `EROFS` with a message
-    /// (busybox and util-linux `mount` then retry read-only); a read-only mount is fine.
+    /// Whether the MTD device accepts writes (`MTD_WRITEABLE` set). On one that does not, every
+    /// program and erase would fail with -EROFS, so `KFlash::check_writeable` refuses a
+    /// read-write mount with `EROFS` (busybox and util-linux `mount` then retry read-only).
     pub(crate) fn writeable(&self) -> bool {
         self.writeable
     }

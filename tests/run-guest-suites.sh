@@ -6,7 +6,8 @@
 # busy (its workload runs on one vCPU at a time, mostly), so on 2 cores two guests halve the wall
 # time. Suites that share a disk ("--disk @LABEL" after "--disk @LABEL:SIZE": the same device
 # across a reset) form a chain that runs in order in one job. Each suite's screen output is kept
-# in build/logs/NAME.out and printed when its chain ends, so parallel output does not interleave.
+# in build/logs/NAME.out and printed whole when that suite ends, so parallel output does not
+# interleave.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Each line of tests/vm/SUITES: NAME [run-guest options]. "--disk @LABEL:SIZE" attaches a fresh
@@ -50,10 +51,10 @@ run_suite() {
 chains=(); declare -A label_chain=()
 for line in "${lines[@]}"; do
   read -r -a words <<<"$line"
-  target=
+  target=; created=()
   for w in "${words[@]:1}"; do
     case "$w" in
-      @*:*) ;;
+      @*:*) l="${w#@}"; created+=("${l%%:*}") ;;
       @*) target="${label_chain[${w#@}]:-}" ;;
     esac
   done
@@ -62,9 +63,7 @@ for line in "${lines[@]}"; do
   else
     target=${#chains[@]}; chains+=("$line")
   fi
-  for w in "${words[@]:1}"; do
-    case "$w" in @*:*) l="${w#@}"; label_chain[${l%%:*}]=$target ;; esac
-  done
+  for l in "${created[@]}"; do label_chain[$l]=$target; done
 done
 
 run_chain() {
