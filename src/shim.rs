@@ -14,7 +14,7 @@ pub(crate) type FillSuper = unsafe extern "C" fn(*mut super_block, *mut fs_conte
 // The bindings' structs with no fields (as `mod_arch_specific` inside `struct inode`'s
 // transitive members) trip this lint; the kernel's own `bindings` crate allows it for the same
 // reason. Only pointers to these structs cross the boundary.
-#[allow(improper_ctypes)]
+#[expect(improper_ctypes, reason = "the bindings' field-less structs; only pointers cross")]
 extern "C" {
     pub(crate) fn ferrofs_i_size_read(inode: *const inode) -> i64;
     pub(crate) fn ferrofs_i_size_write(inode: *mut inode, size: i64);

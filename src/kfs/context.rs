@@ -99,7 +99,8 @@ impl FsContext {
     /// The new superblock flags asked for include `SB_RDONLY`.
     pub(crate) fn wants_rdonly(&self) -> bool {
         // SAFETY: the context is live (type invariant).
-        unsafe { shim::ferrofs_fc_sb_flags(self.as_ptr()) } & SB_RDONLY != 0
+        let flags = unsafe { shim::ferrofs_fc_sb_flags(self.as_ptr()) };
+        flags & SB_RDONLY != 0
     }
 
     /// The mounted superblock a reconfiguration (remount) context is for, `None` for a new

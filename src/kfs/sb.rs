@@ -187,7 +187,7 @@ impl NewSuperBlock {
     /// Serve the filesystem read-only (`SB_RDONLY`).
     pub(crate) fn set_rdonly(&self) {
         // SAFETY: the superblock is ours to set up (type invariant): no concurrent access.
-        unsafe { (*self.as_ptr()).s_flags |= c_ulong::from(SB_RDONLY) };
+        unsafe { shim::ferrofs_sb_set_rdonly(self.as_ptr()) };
     }
 
     /// The MTD device `get_tree_mtd` resolved (`s_mtd`), referenced until `kill_mtd_super`.
