@@ -69,12 +69,13 @@ pub(crate) unsafe extern "C" fn ferrofs_parse_param(fc: *mut bindings::fs_contex
         match param.key().as_bytes() {
             b"commit" => match val.and_then(parse_u32) {
                 Some(s) if (1..=3600).contains(&s) => opts.commit = s,
-                _ => return Err(fc.invalid_value(param)),
+                // worded as the VFS words it for its own parameters
+                _ => return Err(fc.error(c_str!("Bad value for 'commit'"))),
             },
             b"gc" => match val {
                 Some(b"on") => opts.gc = true,
                 Some(b"off") => opts.gc = false,
-                _ => return Err(fc.invalid_value(param)),
+                _ => return Err(fc.error(c_str!("Bad value for 'gc'"))),
             },
             _ => return Err(Error::from_errno(-(bindings::ENOPARAM as c_int))),
         }

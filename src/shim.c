@@ -101,7 +101,6 @@ struct dentry *ferrofs_fc_root(const struct fs_context *fc) { return fc->root; }
 const char *ferrofs_param_key(const struct fs_parameter *p) { return p->key; }
 bool ferrofs_param_is_string(const struct fs_parameter *p) { return p->type == fs_value_is_string; }
 const char *ferrofs_param_string(const struct fs_parameter *p) { return p->string; }
-int ferrofs_fc_invalid_value(struct fs_context *fc, const char *key) { return invalfc(fc, "Bad value for '%s'", key); }
 int ferrofs_fc_error(struct fs_context *fc, const char *msg) { return invalfc(fc, "%s", msg); }
 
 /* xattr: the handler table (one per namespace) points at Rust callbacks. */
@@ -203,8 +202,7 @@ void ferrofs_sb_set_rdonly(struct super_block *sb) { sb->s_flags |= SB_RDONLY; }
 void ferrofs_sb_start_intwrite(struct super_block *sb) { sb_start_intwrite(sb); }
 void ferrofs_sb_end_intwrite(struct super_block *sb) { sb_end_intwrite(sb); }
 void ferrofs_set_freezable(void) { set_freezable(); }
-void ferrofs_set_current_interruptible(void) { set_current_state(TASK_INTERRUPTIBLE | TASK_FREEZABLE); }
-void ferrofs_set_current_running(void) { __set_current_state(TASK_RUNNING); }
+void ferrofs_set_current_state(unsigned int state) { set_current_state(state); }
 int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data)
 { return security_inode_init_security(inode, dir, &dentry->d_name, ferrofs_initxattrs, fs_data); }
 const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len)

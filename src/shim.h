@@ -70,7 +70,6 @@ struct dentry *ferrofs_fc_root(const struct fs_context *fc);
 const char *ferrofs_param_key(const struct fs_parameter *p);
 bool ferrofs_param_is_string(const struct fs_parameter *p);
 const char *ferrofs_param_string(const struct fs_parameter *p);
-int ferrofs_fc_invalid_value(struct fs_context *fc, const char *key);
 int ferrofs_fc_error(struct fs_context *fc, const char *msg);
 void ferrofs_sb_set_xattr(struct super_block *sb);
 const char *ferrofs_xattr_handler_prefix(const struct xattr_handler *h);
@@ -116,8 +115,7 @@ void ferrofs_sb_set_rdonly(struct super_block *sb);
 void ferrofs_sb_start_intwrite(struct super_block *sb);
 void ferrofs_sb_end_intwrite(struct super_block *sb);
 void ferrofs_set_freezable(void);
-void ferrofs_set_current_interruptible(void);
-void ferrofs_set_current_running(void);
+void ferrofs_set_current_state(unsigned int state);
 int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data);
 const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len);
 

@@ -63,7 +63,6 @@ extern "C" {
     pub(crate) fn ferrofs_param_key(p: *const fs_parameter) -> *const c_char;
     pub(crate) fn ferrofs_param_is_string(p: *const fs_parameter) -> bool;
     pub(crate) fn ferrofs_param_string(p: *const fs_parameter) -> *const c_char;
-    pub(crate) fn ferrofs_fc_invalid_value(fc: *mut fs_context, key: *const c_char) -> c_int;
     pub(crate) fn ferrofs_fc_error(fc: *mut fs_context, msg: *const c_char) -> c_int;
     pub(crate) fn ferrofs_sb_set_xattr(sb: *mut super_block);
     pub(crate) fn ferrofs_xattr_handler_prefix(h: *const xattr_handler) -> *const c_char;
@@ -128,8 +127,7 @@ extern "C" {
     pub(crate) fn ferrofs_sb_start_intwrite(sb: *mut super_block);
     pub(crate) fn ferrofs_sb_end_intwrite(sb: *mut super_block);
     pub(crate) fn ferrofs_set_freezable();
-    pub(crate) fn ferrofs_set_current_interruptible();
-    pub(crate) fn ferrofs_set_current_running();
+    pub(crate) fn ferrofs_set_current_state(state: c_uint);
     pub(crate) fn ferrofs_init_security(inode: *mut inode, dir: *mut inode, dentry: *const dentry, fs_data: *mut c_void) -> c_int;
     pub(crate) fn ferrofs_xattr_entry(xs: *const xattr, i: usize, value: *mut *mut c_void, len: *mut usize) -> *const c_char;
 }

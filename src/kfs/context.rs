@@ -116,16 +116,9 @@ impl FsContext {
         Some(unsafe { SuperBlock::from_raw((*root).d_sb) })
     }
 
-    /// Report "Bad value for 'KEY'" to the caller (`invalfc`); returns the error (EINVAL).
-    pub(crate) fn invalid_value(&self, p: &FsParameter) -> Error {
-        // SAFETY: the context is live (type invariant); the key is a NUL-terminated string of
-        // the live parameter.
-        Error::from_errno(unsafe { shim::ferrofs_fc_invalid_value(self.as_ptr(), p.key().as_char_ptr()) })
-    }
-
-    /// Report `msg` to the caller (`invalfc`); returns the error (EINVAL).
-    pub(crate) fn error(&self, msg: &'static CStr) -> Error {
-        // SAFETY: the context is live (type invariant); the message is a static string.
+    /// Report `msg` to the caller (`invalfc`, which copies it); returns the error (EINVAL).
+    pub(crate) fn error(&self, msg: &CStr) -> Error {
+        // SAFETY: the context is live (type invariant); the message is NUL-terminated.
         Error::from_errno(unsafe { shim::ferrofs_fc_error(self.as_ptr(), msg.as_char_ptr()) })
     }
 

@@ -84,12 +84,12 @@ impl KthreadCtx {
     /// thread enters the freezer if a system suspend is freezing tasks.
     pub(crate) fn sleep(&self, ms: u32) -> bool {
         let timeout = kernel::time::msecs_to_jiffies(ms) as c_long;
-        // SAFETY: called on the kthread itself (type invariant), which the three calls below
+        // SAFETY: called on the kthread itself (type invariant), which the calls below
         // require; `schedule_timeout` returns with the task running.
         unsafe {
-            shim::ferrofs_set_current_interruptible();
+            shim::ferrofs_set_current_state(bindings::TASK_INTERRUPTIBLE | bindings::TASK_FREEZABLE);
             if bindings::kthread_should_stop() {
-                shim::ferrofs_set_current_running();
+                shim::ferrofs_set_current_state(bindings::TASK_RUNNING);
                 return false;
             }
             bindings::schedule_timeout(timeout);
