@@ -182,7 +182,7 @@ pub(crate) unsafe extern "C" fn write_begin(
 ) -> c_int {
     // SAFETY: VFS write_begin contract: `mapping` is the mapping of a live ferrofs file, whose
     // inode lock the caller holds; `foliop` is the VFS's out pointer, for the call.
-    let (inode, foliop) = unsafe { (Inode::from_raw((*mapping).host), &mut *foliop) };
+    let (inode, foliop) = unsafe { (Inode::from_mapping(mapping), &mut *foliop) };
     let isize = inode.size();
     if pos > isize && (pos as usize / BS) > (isize as usize / BS) {
         zero_eof_tail(inode, isize);
@@ -255,7 +255,7 @@ pub(crate) unsafe extern "C" fn write_end(
 ) -> c_int {
     // SAFETY: VFS write_end contract: `folio` is the locked, referenced folio from
     // `write_begin`, both passing back to us, and `copied` bytes were copied into it at `pos`.
-    let (inode, folio) = unsafe { (Inode::from_raw((*mapping).host), LockedFolio::from_locked_owned(folio)) };
+    let (inode, folio) = unsafe { (Inode::from_mapping(mapping), LockedFolio::from_locked_owned(folio)) };
     let Some(mut folio) = folio else {
         return EINVAL.to_errno();
     };

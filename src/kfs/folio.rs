@@ -355,7 +355,7 @@ impl<'a> Writeback<'a> {
     pub(crate) fn inode(&self) -> &'a Inode {
         // SAFETY: the mapping of a `writepages` call of a ferrofs file is live for `'a` (type
         // invariant), and so is its host.
-        unsafe { Inode::from_raw((*self.mapping).host) }
+        unsafe { Inode::from_mapping(self.mapping) }
     }
 
     /// The next dirty folio, locked and with its dirty bit cleared, ours to unlock (and put: the

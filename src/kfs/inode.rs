@@ -205,6 +205,17 @@ impl Inode {
         unsafe { &*p.cast::<Inode>() }
     }
 
+    /// The host inode of a ferrofs file's mapping.
+    ///
+    /// # Safety
+    ///
+    /// `m` is the mapping of a live ferrofs inode (as the VFS passes to the address space
+    /// operations), live for `'a`.
+    pub(crate) unsafe fn from_mapping<'a>(m: *mut bindings::address_space) -> &'a Inode {
+        // SAFETY: per the contract, `host` is the live ferrofs inode owning the mapping.
+        unsafe { Inode::from_raw((*m).host) }
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut bindings::inode {
         self.0.get()
     }
@@ -652,7 +663,7 @@ impl<'a> EvictingInode<'a> {
         let p = self.0.as_ptr();
         // SAFETY: the inode is being evicted and ours (type invariant), as both require.
         unsafe {
-            bindings::truncate_inode_pages_final(&mut (*p).i_data);
+            bindings::truncate_inode_pages_final(ptr::addr_of_mut!((*p).i_data));
             bindings::clear_inode(p);
         }
         self.0

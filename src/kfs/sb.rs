@@ -96,7 +96,7 @@ impl SuperBlock {
     /// does not hold it already: `write(2)` and page faults.
     pub(crate) fn umount_read(&self) -> UmountRead<'_> {
         // SAFETY: the superblock is live (type invariant); the guard releases the semaphore.
-        unsafe { bindings::down_read(&mut (*self.as_ptr()).s_umount) };
+        unsafe { bindings::down_read(ptr::addr_of_mut!((*self.as_ptr()).s_umount)) };
         UmountRead(self)
     }
 
@@ -143,7 +143,7 @@ impl UmountRead<'_> {
 impl Drop for UmountRead<'_> {
     fn drop(&mut self) {
         // SAFETY: releases the read lock `umount_read` took.
-        unsafe { bindings::up_read(&mut (*self.0.as_ptr()).s_umount) };
+        unsafe { bindings::up_read(ptr::addr_of_mut!((*self.0.as_ptr()).s_umount)) };
     }
 }
 
