@@ -5,7 +5,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
     kind, rtype, Inode, Key, Timespec, BLOCK_SIZE, FLAG_CONT, HEAD_HOT, HEAD_META, MAX_FILE_SIZE,
-    S_IFLNK, S_IFMT,
+    REC_HDR, S_IFLNK, S_IFMT,
 };
 use crate::engine::fs::Engine;
 use crate::engine::platform::{FallibleVec, Platform};
@@ -13,6 +13,12 @@ use crate::engine::space::RESERVE_SEGS;
 
 /// Data block size as u64.
 const BS: u64 = BLOCK_SIZE as u64;
+
+/// The most bytes `read_blocks` reads from the flash in one call (a readahead batch of 32
+/// 4 KiB blocks with their headers, as the kernel's default 128 KiB readahead window asks for).
+const READ_SPAN_MAX: usize = 160 * 1024;
+
+const REC_HDR_U32: u32 = REC_HDR as u32;
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Read up to `buf.len()` bytes of file `ino` at `off`; returns the count (0 at EOF).
@@ -62,6 +68,83 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             done += take;
         }
         Ok(n)
+    }
+
+    /// Read whole blocks `first..first + n` of regular file `ino` for the kernel's readahead,
+    /// calling `f(k, data)` for every `k` in `0..n`, in order: `data` is what block `first + k`
+    /// holds (shorter than a block where the rest reads as zeros: the record is shorter or the
+    /// file ends there; empty for a hole or a block past EOF). Data records that lie back to
+    /// back on the medium, as write-back and GC leave the blocks of a file, are read with one
+    /// flash read per span of up to `READ_SPAN_MAX` bytes instead of one per record (each
+    /// 4 KiB record straddles NAND pages, so neighbours share pages): a cold sequential read
+    /// reads every page once. An error (a damaged record, an unreadable page, no memory for
+    /// the span) is returned after the blocks before it were handed to `f`; the caller reads
+    /// the rest one block at a time to tell which block is damaged.
+    pub fn read_blocks(&mut self, ino: u64, first: u64, n: u64, f: &mut dyn FnMut(u64, &[u8])) -> Result<()> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        // the located blocks of the range, in block order
+        let end = first.saturating_add(n).min(i.size.div_ceil(BS));
+        let mut locs: P::Vec<(u64, crate::engine::format::Loc)> = P::Vec::new();
+        let mut from = Key::new(ino, kind::DATA, first);
+        while let Some((k, loc)) = self.idx_next(&from)? {
+            if k.ino != ino || k.kind != kind::DATA || k.key >= end {
+                break;
+            }
+            locs.try_push((k.key, loc))?;
+            from = Key::new(ino, kind::DATA, k.key.saturating_add(1));
+        }
+        let mut span: P::Vec<u8> = P::Vec::new();
+        let mut next = 0u64; // the next k to hand to `f`
+        let mut a = 0usize;
+        let all = locs.as_slice().len();
+        while a < all {
+            // the records [a, b) lie back to back in one segment, within READ_SPAN_MAX
+            let (_, l0) = *locs.as_slice().get(a).ok_or(Error::Corrupt)?;
+            let mut b = a + 1;
+            let mut span_end = u64::from(l0.off) + u64::from(l0.len);
+            while let Some(&(_, l)) = locs.as_slice().get(b) {
+                let gap_ok = l.seg == l0.seg
+                    && u64::from(l.off) >= span_end
+                    && u64::from(l.off) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
+                    && u64::from(l.off) + u64::from(l.len) - u64::from(l0.off) <= READ_SPAN_MAX as u64;
+                if !gap_ok {
+                    break;
+                }
+                span_end = u64::from(l.off) + u64::from(l.len);
+                b += 1;
+            }
+            let len = usize::try_from(span_end - u64::from(l0.off)).map_err(|_| Error::Corrupt)?;
+            span.clear();
+            span.try_resize(len, 0)?;
+            self.log.read_span(l0.seg, l0.off, span.as_mut_slice())?;
+            for &(blk, loc) in locs.as_slice().get(a..b).ok_or(Error::Corrupt)? {
+                let o = (loc.off - l0.off) as usize;
+                let rec = span.as_slice().get(o..o.saturating_add(loc.len as usize)).ok_or(Error::Corrupt)?;
+                let h = self.log.check_record(rec, loc)?;
+                let k = blk - first;
+                if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
+                    return Err(Error::Corrupt);
+                }
+                while next < k {
+                    f(next, &[]);
+                    next += 1;
+                }
+                // nothing past EOF, whatever the record holds
+                let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
+                let p = rec.get(REC_HDR..).unwrap_or(&[]);
+                f(k, p.get(..valid.min(p.len())).unwrap_or(&[]));
+                next = k + 1;
+            }
+            a = b;
+        }
+        while next < n {
+            f(next, &[]);
+            next += 1;
+        }
+        Ok(())
     }
 
     /// SEEK_DATA: the first offset >= `off` inside a data block of file `ino` (4 KiB blocks, the
