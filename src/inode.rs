@@ -10,7 +10,7 @@ use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::{FileType, Inode as EInode};
-use crate::engine::posix::SetAttr;
+use crate::engine::SetAttr;
 use crate::kfs::{kerr, DelayedCall, Dentry, EvictingInode, Iattr, Idmap, Iget, Inode, InodeRef, SuperBlock};
 use crate::ops::OPS;
 use crate::super_::Fs;

@@ -9,7 +9,7 @@ use kernel::ffi::{c_char, c_int, c_uint};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::NAME_MAX;
-use crate::engine::posix::{CreateArgs, SetAttr};
+use crate::engine::{CreateArgs, SetAttr};
 use crate::inode::{iget, refresh};
 use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode};
 use crate::xattr::SecCtx;

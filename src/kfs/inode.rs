@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::engine::format::{Inode as EInode, Timespec};
-use crate::engine::posix::SetAttr;
+use crate::engine::SetAttr;
 use crate::kfs::{Dentry, LockedFolio, SuperBlock, Table};
 use crate::shim;
 use crate::super_::SbInfo;
