@@ -116,10 +116,10 @@ pub struct Engine<P: Platform, F: Flash> {
     /// Roll-forward: the last inode found to exist (0 = none), reset by every DELETE.
     replay_ok_ino: u64,
     /// Damage the last mount found in the log (the mount is then read-only for good).
-    damage: Option<LogDamage>,
+    pub(crate) damage: Option<LogDamage>,
     /// Mounted read-only: the end of the mount (orphans, new heads, first checkpoint) is
     /// still to do before the first write (see [`Engine::set_read_only`]).
-    mount_pending: bool,
+    pub(crate) mount_pending: bool,
     /// `log.failed` as it was when a read-write mount turned read-only.
     failed_before_ro: bool,
     /// Unknown read-only-compatible features: never writable.
@@ -2161,31 +2161,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Consistency check: recompute every segment's live bytes from the index and compare them
     /// with the segment table. Returns the first mismatch as (segment, table, computed).
     pub fn check(&mut self) -> Result<Option<(u32, u32, u32)>> {
-        let mut live: P::Vec<u32> = P::Vec::new();
-        live.try_resize(self.log.segs.len(), 0)?;
-        {
-            let lv = &mut live;
-            let mut bad = false;
-            self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| {
-                match lv.as_mut_slice().get_mut(l.seg as usize) {
-                    Some(x) => *x = x.saturating_add(l.len),
-                    None => bad = true,
-                }
-            })?;
-            if bad {
-                return Err(Error::Corrupt);
+        let mut first = None;
+        self.segment_usage(false, &mut |seg, table, computed| {
+            if first.is_none() {
+                first = Some((seg, table, computed));
             }
-        }
-        let n = self.log.segs.len() as u32;
-        for (i, (s, c)) in (0..n).zip(self.log.segs.as_slice().iter().zip(live.as_slice())) {
-            if s.live != *c {
-                return Ok(Some((i, s.live, *c)));
-            }
-            if *c != 0 && s.state == segstate::FREE {
-                return Ok(Some((i, u32::MAX, *c)));
-            }
-        }
-        Ok(None)
+        })?;
+        Ok(first)
     }
 }
 

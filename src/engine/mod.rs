@@ -20,6 +20,7 @@ pub mod index;
 pub mod log;
 pub mod platform;
 pub mod posix;
+pub mod repair;
 pub mod writeback;
 
 pub use budget::Budget;
@@ -30,4 +31,5 @@ pub use fs::{CpFallback, Engine, FormatOptions, LogDamage, MountOptions, StatFs,
 pub use fsck::{FsckProblem, FsckReport};
 pub use gcstep::{GcCursor, GcProgress};
 pub use platform::{FallibleVec, Platform};
+pub use repair::{Repair, RepairFn, RepairLevel, RepairOutcome, RepairReport};
 pub use posix::{CreateArgs, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE};
