@@ -653,6 +653,12 @@ pub struct Stats {
     pub open_segments: u64,
 }
 
+/// Sequence numbers stay below this (2^62, far beyond any log: 146 000 years at a million
+/// records a second). A checkpoint numbered at or above it (or whose next number is not above
+/// its own) is not valid: a forged one would leave the log no numbers to grow into (they
+/// saturate), and a newer checkpoint could not rank above it.
+pub const SEQ_LIMIT: u64 = 1 << 62;
+
 /// Checkpoint header size (before the segment table).
 pub const CP_HDR_SIZE: usize = 4 + 4 + 4 + 4 + 8 + 8 + 12 + 1 + 1 + 8 + 8 + NUM_HEADS * 20 + 8 * 8 + 4;
 

@@ -566,7 +566,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
                 match decoded {
-                    Ok((h, _)) if h.serial == self.sb.serial => cands.try_push((h.seq, a, s))?,
+                    Ok((h, _)) if h.serial == self.sb.serial && h.seq < crate::engine::format::SEQ_LIMIT => {
+                        cands.try_push((h.seq, a, s))?
+                    }
                     _ if !erased => {
                         if let Some(x) = last_bad.get_mut(usize::from(a)) {
                             *x = Some(s);
@@ -1016,6 +1018,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let (h, crc) = CpHeader::decode(&mut Reader::new(b))?;
         let len = h.len as usize;
         if len > b.len() || len < CP_HDR_SIZE || h.serial != self.sb.serial || h.seg_count != self.sb.segment_count {
+            return Err(Error::Corrupt);
+        }
+        if h.seq >= crate::engine::format::SEQ_LIMIT || h.next_seq >= crate::engine::format::SEQ_LIMIT || h.next_seq <= h.seq {
             return Err(Error::Corrupt);
         }
         if len != CP_HDR_SIZE + crate::engine::format::segtab_chunks(h.seg_count) as usize * Loc::SIZE {
