@@ -406,20 +406,25 @@ fn check_segments(dev: &mut Dev, sb: &Superblock, h: &CpHeader, segs: &[SegInfo]
             Some(s) if s.state == segstate::OPEN || s.state == segstate::FULL => {}
             // The checkpoint captures the segment table before appending it to the metadata
             // head; when those records cross into the head's reserved next segment, the head
-            // ends up in a segment the table still records as reserved (format.md section 4:
-            // mount treats the heads' segments as in use). Fine if the segment header agrees.
-            Some(s) if s.state == segstate::RESERVED => match read_seghdr(dev.flash(), sb, hd.seg) {
-                Ok((seq, head, ..)) if seq == hd.seg_seq && usize::from(head) == i => {}
-                Ok((seq, head, ..)) => ck.problem(format!(
-                    "log head {i} is in segment {} (reserved when the table was captured) whose segment header \
-                     has sequence {seq} and head {head}, the checkpoint sequence {}",
-                    hd.seg, hd.seg_seq
-                )),
-                Err(why) => ck.problem(format!(
-                    "log head {i} is in segment {} (reserved when the table was captured) with no valid segment header ({why})",
-                    hd.seg
-                )),
-            },
+            // ends up in a segment the table still records as reserved, and when the table is
+            // larger than a segment (e.g. 8192 segments of 128 KiB: 41 records, 150 KB) in one
+            // the table records as free (format.md section 4: mount treats the heads' segments
+            // as in use). Fine if the segment header agrees.
+            Some(s) if s.state == segstate::RESERVED || s.state == segstate::FREE => {
+                let when = if s.state == segstate::FREE { "free" } else { "reserved" };
+                match read_seghdr(dev.flash(), sb, hd.seg) {
+                    Ok((seq, head, ..)) if seq == hd.seg_seq && usize::from(head) == i => {}
+                    Ok((seq, head, ..)) => ck.problem(format!(
+                        "log head {i} is in segment {} ({when} when the table was captured) whose segment header \
+                         has sequence {seq} and head {head}, the checkpoint sequence {}",
+                        hd.seg, hd.seg_seq
+                    )),
+                    Err(why) => ck.problem(format!(
+                        "log head {i} is in segment {} ({when} when the table was captured) with no valid segment header ({why})",
+                        hd.seg
+                    )),
+                }
+            }
             Some(s) => ck.problem(format!("log head {i} is in segment {} which is {}", hd.seg, state_name(s.state))),
             None => ck.problem(format!("log head {i} names segment {} beyond the device", hd.seg)),
         }
