@@ -229,7 +229,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// [`Engine::fsck`], calling `each` with every problem found (the report keeps the first
     /// and the count), so that a tool can list them all without the engine allocating.
     pub fn fsck_each(&mut self, each: &mut dyn FnMut(&FsckProblem)) -> Result<FsckReport> {
-        Ok(self.analyze(each)?.rep)
+        Ok(self.analyze(each, &mut |_| {})?.rep)
+    }
+
+    /// [`Engine::fsck_each`], also calling `progress` with the number of index keys checked
+    /// so far (every 1024 keys: a tool's progress display).
+    pub fn fsck_progress(&mut self, each: &mut dyn FnMut(&FsckProblem), progress: &mut dyn FnMut(u64)) -> Result<FsckReport> {
+        Ok(self.analyze(each, progress)?.rep)
     }
 
     /// Recompute every segment's live bytes from the index and call `each(seg, table,
@@ -289,7 +295,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Read the whole index: every record (CRC, key, decoding), who owns what, who names whom,
     /// what the root reaches; call `each` with every problem.
-    pub(crate) fn analyze(&mut self, each: &mut dyn FnMut(&FsckProblem)) -> Result<Analysis<P>> {
+    pub(crate) fn analyze(&mut self, each: &mut dyn FnMut(&FsckProblem), progress: &mut dyn FnMut(u64)) -> Result<Analysis<P>> {
         let mut a: Analysis<P> = Analysis {
             objs: P::Vec::new(),
             refs: P::Vec::new(),
@@ -317,8 +323,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             })?;
         }
         let mut from = Key::default();
+        let mut keys = 0u64;
         while let Some((key, loc)) = self.idx_next(&from)? {
             from = key_after(&key);
+            keys = keys.saturating_add(1);
+            if keys % 1024 == 0 {
+                progress(keys);
+            }
             let plen = match self.read_at(&key, loc) {
                 Ok(n) => Some(n),
                 Err(Error::Corrupt) => None,

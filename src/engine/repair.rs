@@ -232,7 +232,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         {
-            let a = self.analyze(&mut |_| {})?;
+            let a = self.analyze(&mut |_| {}, &mut |_| {})?;
             for &o in a.orphans.as_slice() {
                 if a.obj(o).is_some_and(|x| x.valid && (x.nlink != 0 || x.names > 0)) {
                     let k = Key::new(0, kind::ORPHAN, o);
@@ -250,7 +250,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut plan: P::Vec<Repair> = P::Vec::new();
         while rep.passes < MAX_PASSES && !rep.cancelled {
             rep.passes = rep.passes.saturating_add(1);
-            let a = self.analyze(&mut |_| {})?;
+            let a = self.analyze(&mut |_| {}, &mut |_| {})?;
             let mut chosen = None;
             for stage in 0..3u8 {
                 plan.clear();

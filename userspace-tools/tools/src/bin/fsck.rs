@@ -20,6 +20,7 @@ use ferrofs_tools::util::{
     clap_exit, errno_name, human, parse_size_u32, show_name, utc_date, ToolError, EXIT_CANCELLED, EXIT_CORRECTED,
     EXIT_OK, EXIT_UNCORRECTED,
 };
+use ferrofs_tools::progress::Progress;
 use ferrofs_tools::walk::{list_dir, mount};
 use ferrofs_tools::Fs;
 
@@ -156,7 +157,7 @@ fn type_of(i: &Inode) -> Option<FileType> {
 }
 
 /// Walk the tree from the root through the public API.
-fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
+fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary, bar: &Progress) {
     let root = match fs.getattr(ROOT_INO) {
         Ok(r) => r,
         Err(e) => {
@@ -170,7 +171,6 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
     let mut dirs_done: HashSet<u64> = HashSet::new();
     let mut queue: VecDeque<(u64, u64, Vec<u8>)> = VecDeque::new();
     queue.push_back((ROOT_INO, ROOT_INO, b"/".to_vec()));
-    let mut buf = vec![0u8; 1 << 20];
     while let Some((dino, parent, dpath)) = queue.pop_front() {
         if !dirs_done.insert(dino) {
             ck.problem(format!("directory {} (inode {dino}) is reachable by more than one path", show_name(&dpath)));
@@ -195,6 +195,7 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
         }
         for ent in entries {
             sum.entries += 1;
+            bar.set(sum.entries);
             let mut path = dpath.clone();
             if path.last() != Some(&b'/') {
                 path.push(b'/');
@@ -253,25 +254,11 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
                 continue;
             }
             match child.mode & S_IFMT {
+                // the content is not read again: the index check read every data record
+                // (CRC, key, owner)
                 S_IFREG => {
                     sum.files += 1;
-                    let mut off = 0u64;
-                    loop {
-                        match fs.read(child.ino, off, &mut buf) {
-                            Ok(0) => break,
-                            Ok(n) => off = off.saturating_add(n as u64),
-                            Err(e) => {
-                                ck.problem(format!(
-                                    "{}: read error at offset {off} of inode {}: {}",
-                                    show_name(&path),
-                                    child.ino,
-                                    errno_name(e)
-                                ));
-                                break;
-                            }
-                        }
-                    }
-                    sum.bytes = sum.bytes.saturating_add(off);
+                    sum.bytes = sum.bytes.saturating_add(child.size);
                 }
                 S_IFLNK => {
                     sum.symlinks += 1;
@@ -568,7 +555,10 @@ fn check(cli: &Cli, hints: &GeoHints, quiet: bool) -> Result<Outcome, ToolError>
     }
 
     // 3. mount read-only: recovery in RAM, nothing written
-    let mut fs = match mount(dev, true) {
+    let spin = Progress::phase(cli.verbose, "mounting read-only (replaying the log)");
+    let mounted = mount(dev, true);
+    spin.finish();
+    let mut fs = match mounted {
         Ok(f) => f,
         Err((e, _)) => {
             for p in &ck.problems {
@@ -584,7 +574,10 @@ fn check(cli: &Cli, hints: &GeoHints, quiet: bool) -> Result<Outcome, ToolError>
 
     // 4. the engine's checks: every indexed record's CRC, ownership, link counts, sizes, segment usage
     let mut all: Vec<FsckProblem> = Vec::new();
-    let orphans = match fs.fsck_each(&mut |p| all.push(*p)) {
+    let spin = Progress::spinner(cli.verbose, "checking the index: keys");
+    let checked = fs.fsck_progress(&mut |p| all.push(*p), &mut |n| spin.set(n));
+    spin.finish();
+    let orphans = match checked {
         Ok(rep) => {
             ck.say(format!(
                 "  index: {} inodes, {} directories, {} entries, {} data blocks, {} xattrs, {} orphans",
@@ -608,7 +601,9 @@ fn check(cli: &Cli, hints: &GeoHints, quiet: bool) -> Result<Outcome, ToolError>
 
     // 5. walk the tree through the POSIX operations
     let mut sum = Summary::default();
-    walk_tree(&mut fs, &mut ck, &mut sum);
+    let bar = Progress::count(cli.verbose, orphans.as_ref().map_or(0, |r| r.entries), "walking the tree: entries");
+    walk_tree(&mut fs, &mut ck, &mut sum, &bar);
+    bar.finish();
     if let Some(rep) = &orphans {
         let reachable = sum.inodes;
         let expected = rep.inodes.saturating_sub(rep.orphans);
@@ -767,15 +762,20 @@ fn repair(cli: &Cli, hints: &GeoHints, level: RepairLevel, before: &Outcome) -> 
     ferrofs_tools::util::cancel_on_signals();
     println!("  repairs ({}):", if level == RepairLevel::All { "-y" } else { "-p" });
     let paths = &before.sum.paths;
+    let spin = Progress::spinner(cli.verbose, "repairing: repairs");
+    let mut n = 0u64;
     let r = fs.repair(level, ferrofs_tools::util::now(), &mut |r, o| {
         let what = describe_repair(r, paths);
-        match o {
+        n += 1;
+        spin.set(n);
+        spin.suspend(|| match o {
             RepairOutcome::Done => println!("    repaired: {what}"),
             RepairOutcome::NotAllowed => println!("    left (needs -y): {what}"),
             RepairOutcome::Failed(e) => println!("    left (failed: {}): {what}", errno_name(e)),
-        }
+        });
         !ferrofs_tools::util::cancelled()
     });
+    spin.finish();
     match r {
         Ok(rep) => {
             let mut dev = fs

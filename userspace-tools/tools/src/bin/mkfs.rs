@@ -8,7 +8,8 @@ use ferrofs_engine::fs::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{BlockDevice, BlockDeviceOptions, Flash, ImageFlash, MtdDevice, SimFile};
 use ferrofs_tools::dev::{mounted_at, path_kind, Dev, PathKind};
-use ferrofs_tools::populate::{nospace_message, populate, prescan, PopulateError, PopulateOptions, TreeStats};
+use ferrofs_tools::populate::{nospace_message, populate_with_progress, prescan, PopulateError, PopulateOptions, TreeStats};
+use ferrofs_tools::progress::Progress;
 use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
 use ferrofs_tools::walk::mount;
 use ferrofs_tools::Fs;
@@ -370,7 +371,19 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     if let (Some(root), Some(need)) = (&cli.root, need.as_ref()) {
         let mut fs = mount(dev, false).map_err(|(e, _)| ToolError::fail(format!("cannot mount the new filesystem: {e}")))?;
         let opts = PopulateOptions { squash_uids: cli.squash_uids, verbose: cli.verbose, fixed_time: None };
-        match populate(&mut fs, root, opts) {
+        // on a terminal: a bar over the content bytes, with the entries copied
+        let bar = Progress::bytes(cli.quiet || cli.verbose, need.bytes, "copying");
+        let entries = need.inodes().saturating_sub(1) + need.hardlinks;
+        let mut tick = |st: &TreeStats| {
+            bar.set(st.bytes);
+            let done = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
+            if done % 64 == 0 {
+                bar.message(format!("copying {done}/{entries} entries"));
+            }
+        };
+        let r = populate_with_progress(&mut fs, root, opts, &mut tick);
+        bar.finish();
+        match r {
             Ok(c) => copied = Some(c),
             Err(PopulateError::NoSpace { path, copied }) => {
                 let cap = fs.statfs().blocks.saturating_mul(u64::from(fs.statfs().block_size));
