@@ -309,7 +309,7 @@ impl FileType {
             _ => return None,
         })
     }
-    /// The S_IFMT bits.
+    /// The type bits of a mode (S_IFREG...): what a recreated inode gets (repair).
     pub fn mode_bits(self) -> u32 {
         match self {
             FileType::Regular => S_IFREG,
@@ -373,11 +373,6 @@ impl Inode {
     /// The file type.
     pub fn file_type(&self) -> Option<FileType> {
         FileType::from_mode(self.mode)
-    }
-    /// `st_blocks` estimate in 512-byte units: the size rounded up to whole 4 KiB blocks
-    /// (holes are not subtracted).
-    pub fn blocks_512(&self) -> u64 {
-        self.size.div_ceil(u64::from(BLOCK_SIZE)).saturating_mul(u64::from(BLOCK_SIZE) / 512)
     }
 
     /// Whether this is a directory.

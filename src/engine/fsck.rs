@@ -7,10 +7,10 @@
 use crate::engine::codec::Reader;
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{kind, segstate, FileType, Inode, Key, Loc, BLOCK_SIZE, S_IFDIR, S_IFMT};
+use crate::engine::format::{kind, FileType, Inode, Key, BLOCK_SIZE, S_IFDIR, S_IFMT};
 use crate::engine::fs::{Engine, ROOT_INO};
 use crate::engine::platform::{FallibleVec, Platform};
-use crate::engine::posix::dtype_of;
+use crate::engine::dir::dtype_of;
 
 /// One inconsistency found by [`Engine::fsck`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,61 +236,6 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// so far (every 1024 keys: a tool's progress display).
     pub fn fsck_progress(&mut self, each: &mut dyn FnMut(&FsckProblem), progress: &mut dyn FnMut(u64)) -> Result<FsckReport> {
         Ok(self.analyze(each, progress)?.rep)
-    }
-
-    /// Recompute every segment's live bytes from the index and call `each(seg, table,
-    /// computed)` for each segment the table disagrees on (`table` u32::MAX: the segment is
-    /// marked free although records in it are live). With `fix`, the table takes the computed
-    /// figures (in RAM: the next checkpoint writes them), and a free segment holding live
-    /// records becomes full (with the sequence of its segment header) so that nothing
-    /// allocates it.
-    pub(crate) fn segment_usage(&mut self, fix: bool, each: &mut dyn FnMut(u32, u32, u32)) -> Result<()> {
-        let mut live: P::Vec<u32> = P::Vec::new();
-        live.try_resize(self.log.segs.len(), 0)?;
-        {
-            let lv = &mut live;
-            let mut bad = false;
-            self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| match lv.as_mut_slice().get_mut(l.seg as usize) {
-                Some(x) => *x = x.saturating_add(l.len),
-                None => bad = true,
-            })?;
-            if bad {
-                return Err(Error::Corrupt);
-            }
-        }
-        let n = self.log.segs.len() as u32;
-        for i in 0..n {
-            let c = live.as_slice().get(i as usize).copied().unwrap_or(0);
-            let (state, table) = match self.log.segs.as_slice().get(i as usize) {
-                Some(s) => (s.state, s.live),
-                None => break,
-            };
-            let free = c != 0 && state == segstate::FREE;
-            if table == c && !free {
-                continue;
-            }
-            each(i, if free { u32::MAX } else { table }, c);
-            if !fix {
-                continue;
-            }
-            let seq = if free {
-                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-                let r = self.log.read_seghdr(i, &mut tmp);
-                self.buf = tmp;
-                r.ok().flatten().map(|h| h.0)
-            } else {
-                None
-            };
-            let si = self.log.seg_mut(i)?;
-            si.live = c;
-            if free {
-                si.state = segstate::FULL;
-                if let Some(s) = seq {
-                    si.seq = s;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Read the whole index: every record (CRC, key, decoding), who owns what, who names whom,

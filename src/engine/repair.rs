@@ -17,10 +17,11 @@ use crate::engine::flash::Flash;
 use crate::engine::format::{
     kind, FileType, Inode, Key, Timespec, FLAG_CONT, NAME_MAX, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
-use crate::engine::fs::{Engine, RESERVE_DELETE, RESERVE_SEGS, ROOT_INO};
+use crate::engine::fs::{Engine, ROOT_INO};
+use crate::engine::space::{RESERVE_DELETE, RESERVE_SEGS};
 use crate::engine::fsck::Analysis;
 use crate::engine::platform::{FallibleVec, Platform};
-use crate::engine::posix::{dtype_of, ftype_of_dtype};
+use crate::engine::dir::{dtype_of, ftype_of_dtype};
 
 /// How much [`Engine::repair`] may change (fsck(8)'s `-p` and `-y`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
