@@ -180,7 +180,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err((Error::Invalid, flash));
         }
         let chunks = crate::engine::format::segtab_chunks(geo.segment_count);
-        let blob = CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64;
+        // the blob and its extension (FEATURE_COMPAT_CP_EXT)
+        let blob = CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64 + crate::engine::format::CP_EXT_SIZE as u64;
         let ss64 = u64::from(geo.segment_size);
         // at least 64 slots per area: each area is erased once per 128 checkpoints (or mounts)
         let area_of = |slot: u64| round_up(slot.saturating_mul(64), ss64) / ss64.max(1);

@@ -52,9 +52,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // 1. newest valid checkpoint
         let slots = self.slots_per_area();
         let slot_size = u64::from(self.sb.cp_slot_size);
-        // Only the blob's own length is read (validated against the slot size at mount), in
-        // a heap buffer (MTD drivers may DMA into it).
+        // Only the blob's own length (and its extension, when the slot has room for one) is
+        // read (validated against the slot size at mount), in a heap buffer (MTD drivers may
+        // DMA into it).
         let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::BadFormat)?;
+        let blob_len = blob_len
+            .saturating_add(crate::engine::format::CP_EXT_SIZE)
+            .min(usize::try_from(slot_size).map_err(|_| Error::BadFormat)?)
+            .max(blob_len);
         let mut blob = P::Vec::new();
         blob.try_resize(blob_len.max(CP_HDR_SIZE), 0u8)?;
         // One pass over the slots collects the candidate headers; the newest are then
@@ -218,6 +223,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let first = self.idx_next(&Key::default());
         self.tree.set_replay(false);
         first?;
+        // and every page the checkpoint wrote, when its extension says where they start
+        self.cp_records(&cp, blob, &mut |_| {})?;
         self.replay_fallback = fallback;
         // 2. chains of segments written after the checkpoint
         let mut streams: [Stream; NUM_HEADS] = [Stream::default(); NUM_HEADS];
