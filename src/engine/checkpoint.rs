@@ -98,9 +98,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.buf2 = blob;
             return r;
         }
-        // choose a slot
+        // choose a slot: the next one of the current area, or slot 0 of the other area
+        // (erased first) when this one is full, after a mount, or when an area is to be
+        // scrubbed: the other (erasing it scrubs it), or this one (the next checkpoint then
+        // comes back and erases it)
         let slots = self.slots_per_area();
-        if self.cp_next_slot >= slots {
+        let other = 1 - self.cp_area.min(1);
+        let scrub = self.cp_scrub.get(other).copied().unwrap_or(false) || self.cp_scrub.get(self.cp_area).copied().unwrap_or(false);
+        if self.cp_next_slot >= slots || scrub {
+            if scrub && self.cp_next_slot < slots {
+                self.log.faults.cp_area_scrubs = self.log.faults.cp_area_scrubs.saturating_add(1);
+            }
             if self.log.fill_on_close && self.cp_next_slot != u32::MAX {
                 // the full area's last segment may end in a part no slot fits: close it
                 let ss = u64::from(self.sb.segment_size.max(1));
@@ -114,7 +122,6 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
             }
-            let other = 1 - self.cp_area.min(1);
             for i in 0..self.sb.cp_area_segs as usize {
                 let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
                 match self.log.erase(s) {
@@ -138,6 +145,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             self.cp_area = other;
             self.cp_next_slot = 0;
+            if let Some(f) = self.cp_scrub.get_mut(other) {
+                *f = false;
+            }
         }
         let off = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
         let r = self.cp_write(self.cp_area, off, blob.as_slice());
@@ -369,7 +379,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut done = 0usize;
         while done < out.len() {
             let (seg, so, n) = self.cp_piece(a, off, done, out.len())?;
-            self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
+            let st = self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
+            if st == crate::engine::flash::ReadStatus::Corrected {
+                // bits are flipping in this area: move off it and erase it (see `checkpoint`)
+                self.log.faults.corrected_reads = self.log.faults.corrected_reads.saturating_add(1);
+                if let Some(f) = self.cp_scrub.get_mut(a) {
+                    *f = true;
+                }
+            }
             done = done.saturating_add(n);
         }
         Ok(())

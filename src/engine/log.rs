@@ -48,6 +48,12 @@ pub struct FaultStats {
     /// Other I/O errors on program or erase (transient or a read-only device): the operation
     /// failed and the engine stopped writing; no segment was retired for them.
     pub io_errors: u64,
+    /// Superblock copies rewritten by a mount (damaged, unreadable, or read through ECC
+    /// correction, while the other copy was intact).
+    pub superblock_refreshes: u64,
+    /// Checkpoint-area switches made early to scrub an area (a read of it was corrected, or a
+    /// slot written in it does not read back).
+    pub cp_area_scrubs: u64,
 }
 
 /// What [`Log::scan_at`] found at a record position.

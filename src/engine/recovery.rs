@@ -178,6 +178,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if !loaded {
             return Err(last_err);
         }
+        // an area with a written slot that does not read back (torn or damaged) is scrubbed:
+        // the next checkpoints move off it and erase it
+        for (f, b) in self.cp_scrub.iter_mut().zip(last_bad.iter()) {
+            *f |= b.is_some();
+        }
         if self.damage.is_some() {
             // durable records were lost in the middle of the log: what follows was recovered,
             // but the state is not one the operations produced. Never write on top of it.
@@ -354,6 +359,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.log.note_closed(seg);
             }
             self.mount_tails = [(NO_SEG, 0); NUM_HEADS + 1];
+        }
+        // a damaged or weak superblock copy, while nothing else is open
+        if let Some(s) = self.sb_refresh.take() {
+            self.refresh_superblock(s)?;
         }
         let all_heads = (2 * NUM_HEADS as u32).saturating_add(self.segtab_segments());
         if self.log.free_count() < all_heads && self.pending_free() > 0 {

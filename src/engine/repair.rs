@@ -113,6 +113,12 @@ pub enum Repair {
     /// An inode with link count 0 that no entry names and that is not on the orphan list (its
     /// orphan entry was lost) deleted, as a mount deletes orphans.
     DestroyUnlinked(u64),
+    /// The superblock copy in this segment (damaged, unreadable or read through ECC correction)
+    /// rewritten from the other copy by the mount.
+    SuperblockCopy(u32),
+    /// Checkpoint area 0 (A) or 1 (B) holds a slot that does not read back, or was read
+    /// through ECC correction: the checkpoints move off it and erase it.
+    CheckpointArea(u8),
     /// An inode's link count, size (directories) or parent (directories) set to what the tree
     /// gives: (old, new) each.
     Inode {
@@ -134,6 +140,8 @@ impl Repair {
             || matches!(
                 self,
                 Repair::SegmentUsage { .. }
+                    | Repair::SuperblockCopy(_)
+                    | Repair::CheckpointArea(_)
                     | Repair::StaleOrphan(_)
                     | Repair::DropEntry { .. }
                     | Repair::EntryType { .. }
@@ -246,7 +254,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             rep.problems_after = self.fsck()?.problems;
             return Ok(rep);
         }
+        // the mount rewrites a damaged superblock copy, and the checkpoints move off a damaged
+        // checkpoint area and erase it
+        let (sb_copy, refreshed) = (self.sb_refresh, self.log.faults.superblock_refreshes);
+        let areas = self.cp_scrub;
         self.set_read_only(false)?;
+        if let Some(s) = sb_copy.filter(|_| self.log.faults.superblock_refreshes > refreshed) {
+            tell!(Repair::SuperblockCopy(s), RepairOutcome::Done);
+        }
+        for (a, &f) in areas.iter().enumerate() {
+            if f {
+                tell!(Repair::CheckpointArea(a as u8), RepairOutcome::Done);
+            }
+        }
         let mut failed: P::Vec<Repair> = P::Vec::new();
         let mut plan: P::Vec<Repair> = P::Vec::new();
         while rep.passes < MAX_PASSES && !rep.cancelled {
@@ -318,7 +338,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     fn apply_repair_op(&mut self, r: &Repair, lf: u64, now: Timespec) -> Result<()> {
         match *r {
-            Repair::AcceptLogDamage { .. } | Repair::SegmentUsage { .. } => Ok(()),
+            Repair::AcceptLogDamage { .. }
+            | Repair::SegmentUsage { .. }
+            | Repair::SuperblockCopy(_)
+            | Repair::CheckpointArea(_) => Ok(()),
             Repair::StaleOrphan(ino) => self.drop_key(Key::new(0, kind::ORPHAN, ino)),
             Repair::DropRecord(k) | Repair::DropMisplaced(k) => {
                 self.icache_forget(k.ino);

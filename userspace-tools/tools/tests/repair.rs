@@ -129,6 +129,9 @@ fn build(seed: u64, img: &Path) -> Snap {
     fs.link(f.ino, dirs[2], b"linked2", now()).unwrap();
     fs.create(dirs[3], b"fifo", &CreateArgs { mode: S_IFIFO | 0o600, uid: 1000, gid: 100, rdev: 0 }, now()).unwrap();
     fs.create(ROOT_INO, b"empty", &reg(0o644), now()).unwrap();
+    // checkpoints: the area in use holds older slots besides the newest
+    fs.sync().unwrap();
+    fs.sync().unwrap();
     let o = fs.create(ROOT_INO, b"unlinked", &reg(0o644), now()).unwrap();
     fs.write(o.ino, 0, &prng_bytes(77, 9000), now()).unwrap();
     fs.unlink(ROOT_INO, b"unlinked", now()).unwrap();
@@ -215,9 +218,13 @@ enum Kind {
     SegtabLive,
     /// A used segment is marked free in the segment table (the mount would reuse it).
     SegtabFree,
+    /// A superblock copy fails its CRC (rewritten from the other by the repair's mount).
+    SuperblockCopy,
+    /// An older checkpoint slot fails its CRC (its area is moved off and erased).
+    CheckpointSlot,
 }
 
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 17] = [
     Kind::DataUnreadable,
     Kind::XattrUnreadable,
     Kind::EntryUnreadable,
@@ -233,6 +240,8 @@ const KINDS: [Kind; 15] = [
     Kind::OrphanUnreadable,
     Kind::SegtabLive,
     Kind::SegtabFree,
+    Kind::SuperblockCopy,
+    Kind::CheckpointSlot,
 ];
 
 impl Kind {
@@ -345,6 +354,32 @@ fn damage(img: &Path, k: Kind, s: &Snap, rng: &mut Rng) -> Target {
                 rekey_index(img, okey, nkey);
                 edit_record_header(img, loc, |hdr| hdr[32..40].copy_from_slice(&victim.to_le_bytes()));
             }
+        }
+        Kind::SuperblockCopy => {
+            let mut dev = open_existing(img, &GeoHints::default(), true).unwrap();
+            let (_, sb) = scan_superblocks(dev.flash()).sb.unwrap();
+            drop(dev);
+            let copy = rng.below(2) as usize;
+            t.block = u64::from(sb.sb_segs[copy]);
+            flip(img, sb.sb_segs[copy], 20 + rng.below(100), 0x10);
+        }
+        Kind::CheckpointSlot => {
+            let mut dev = open_existing(img, &GeoHints::default(), true).unwrap();
+            let (_, sb) = scan_superblocks(dev.flash()).sb.unwrap();
+            let cps = read_checkpoints(dev.flash(), &sb);
+            let (newest, _, _) = newest_valid(&cps).unwrap();
+            let older: Vec<(usize, u32)> = cps
+                .iter()
+                // an older slot of the newest's area: not the last written there (that one
+                // would be a torn write, a warning)
+                .filter(|e| matches!(e.state, ferrofs_tools::layout::CpSlot::Valid(..)) && e.area == newest.area && e.slot < newest.slot)
+                .map(|e| (e.area, e.slot))
+                .collect();
+            drop(dev);
+            let (area, slot) = rng.pick(&older);
+            let off = u64::from(slot) * u64::from(sb.cp_slot_size) + 30;
+            let ss = u64::from(sb.segment_size);
+            flip(img, sb.cp_segs[area][(off / ss) as usize], off % ss, 0x01);
         }
         Kind::SegtabLive | Kind::SegtabFree => {
             let (loc, ss) = segtab_loc(img);

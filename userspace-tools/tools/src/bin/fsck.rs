@@ -688,6 +688,14 @@ fn describe_repair(r: &Repair, paths: &HashMap<u64, Vec<u8>>) -> String {
         Repair::SegmentUsage { seg, table, computed } => {
             format!("segment {seg}: live bytes in the segment table {table}, set to the {computed} the index refers to")
         }
+        Repair::SuperblockCopy(seg) => {
+            format!("the superblock copy in segment {seg} (damaged, unreadable or weak) rewritten from the other copy")
+        }
+        Repair::CheckpointArea(a) => format!(
+            "checkpoint area {} holds a slot that does not read back (or reads only through ECC correction): \
+             the checkpoints move off it and erase it",
+            if a == 0 { 'A' } else { 'B' }
+        ),
         Repair::StaleOrphan(ino) => format!("orphan entry of inode {ino}{} (missing or still linked) removed", at(paths, ino)),
         Repair::DropRecord(k) => match k.kind {
             kind::DATA => format!(
