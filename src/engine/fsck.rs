@@ -272,7 +272,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         while let Some((key, loc)) = self.idx_next(&from)? {
             from = key_after(&key);
             keys = keys.saturating_add(1);
-            if keys % 1024 == 0 {
+            if keys.is_multiple_of(1024) {
                 progress(keys);
             }
             let plen = match self.read_at(&key, loc) {

@@ -377,7 +377,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         let mut tick = |st: &TreeStats| {
             bar.set(st.bytes);
             let done = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
-            if done % 64 == 0 {
+            if done.is_multiple_of(64) {
                 bar.message(format!("copying {done}/{entries} entries"));
             }
         };
