@@ -703,14 +703,6 @@ impl SimFile {
         self.inner.geo.kind == FlashKind::Block
     }
 
-    /// A snapshot of the counters (erase counts include those before the image was opened).
-    pub fn counters(&self) -> Counters {
-        let mut c = self.inner.counters.clone();
-        for (x, e) in c.erase_counts.iter_mut().zip(&self.erases) {
-            *x += e;
-        }
-        c
-    }
 }
 
 impl Flash for SimFile {
