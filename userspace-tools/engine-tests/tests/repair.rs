@@ -93,3 +93,56 @@ fn repair_needs_a_fresh_read_only_mount() {
     let mut fs = Fs::mount(base, MountOptions::default()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.repair(RepairLevel::All, ts(5), &mut |_, _| true).unwrap_err(), Error::Invalid);
 }
+
+/// The callback stops a repair (fsck's SIGINT): the repairs made so far are complete
+/// operations, the rest is left, and a later repair finishes the job.
+#[test]
+fn a_cancelled_repair_leaves_complete_repairs_only() {
+    let mut f = populated();
+    // damage data records: walk every segment's records by the format's rules and flip a
+    // payload byte of each DATA record (stale copies too: only the live ones matter)
+    let (ss, wu) = (32 * 1024u32, 512u32);
+    let mut hit = 0;
+    for seg in 0..64u32 {
+        let mut pos = 0u32;
+        while pos + 48 <= ss {
+            if wu - pos % wu < 48 {
+                pos += wu - pos % wu;
+                continue;
+            }
+            let at = (seg * ss + pos) as usize;
+            let h = &f.raw()[at..at + 48];
+            if h[0..2] != 0xF5A5u16.to_le_bytes() {
+                break;
+            }
+            let len = u32::from_le_bytes(h[44..48].try_into().unwrap());
+            if h[2] == 4 && len > 10 && pos + 48 + len <= ss {
+                f.flip(seg, pos + 48 + 5, 0x20);
+                hit += 1;
+            }
+            pos += 48 + len;
+        }
+    }
+    assert!(hit > 5, "{hit} data records found");
+    let mut fs = Fs::mount(f, MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.0).unwrap();
+    let before = fs.fsck().unwrap().problems;
+    assert!(before >= 2, "{before} problems");
+    let mut n = 0;
+    let rep = fs
+        .repair(RepairLevel::All, ts(7), &mut |_, _| {
+            n += 1;
+            false
+        })
+        .unwrap();
+    assert!(rep.cancelled && rep.repaired == 1 && n == 1, "{rep:?}");
+    assert!(rep.problems_after > 0 && rep.problems_after < before, "{rep:?}, {before} before");
+    // what was made is on the medium; a second repair finishes
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.fsck().unwrap().problems, rep.problems_after);
+    let rep = fs.repair(RepairLevel::All, ts(8), &mut |_, _| true).unwrap();
+    assert!(!rep.cancelled && rep.problems_after == 0, "{rep:?}");
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    assert_fsck(&mut fs);
+}
