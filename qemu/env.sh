@@ -41,3 +41,17 @@ kernel_dir() { echo "$FERROFS_CACHE/kernel-$FERROFS_KFLAVOUR-$(kernel_key)"; }
 GUEST_CMDLINE="console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check pci=noacpi rcupdate.rcu_cpu_stall_timeout=120"
 # Kernel reports that fail a guest run when they appear in a kernel line of its console.
 KERNEL_PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
+
+# One kernel build per flavour at a time: qemu/build-kernel.sh deletes an unfinished tree before it
+# starts, so two checkouts (or `make module` beside `make test`) building the same kernel at once
+# would destroy each other's work. Sourced by build-kernel.sh, this waits for the other build; the
+# script then finds the finished kernel cached. (The lock lives here, not in build-kernel.sh,
+# whose text is part of the cache key.)
+if [ "$(basename -- "$0")" = build-kernel.sh ]; then
+  mkdir -p "$FERROFS_CACHE"
+  exec 9>"$FERROFS_CACHE/.build-$FERROFS_KFLAVOUR.lock"
+  if ! flock -n 9; then
+    echo "build-kernel: another $FERROFS_KFLAVOUR kernel build is running: waiting for it" >&2
+    flock 9
+  fi
+fi

@@ -114,7 +114,8 @@ mode_boot() {
   guest "$log" 900 "$(root_args "$ROOTDEV") ferrofs.rootfs=install" "$disk"
   echo "run-rootfs: boot 1 ended after ${g_secs}s"
   check "boot 1: the initramfs mounted the root and switched to init" grep -aq '^ROOTFS-INIT:' "$log"
-  check "boot 1: the guest's checks passed and it rebooted through init" grep -aq 'FERROFS-RESULT: 0' "$log"
+  check "boot 1: the guest's checks passed" grep -aq 'FERROFS-RESULT: 0' "$log"
+  check "boot 1: rebooted through init's shutdown" grep -aq 'reboot: Restarting system' "$log"
   [ "$g_hung" -eq 0 ] || bad "boot 1 hung (killed after 900 s)"
   grep -aE '^ROOTFS-|^INIT:|passed, .* failed' "$log" | sed 's/^/  | /'
   guest_counts "$log" "boot 1"
@@ -144,7 +145,9 @@ mode_failures() {
   (cd "$stage" && cpio -idm --quiet < "$OLDPWD/$INITRD" && find . -name ferrofs.ko -delete &&
    find . -print0 | cpio --null -o -H newc --quiet) > "$noko"
   rm -rf "$stage"
-  printf 'echo RESCUE-SHELL-WORKS-$((6 * 7))\nreboot -f\n' > "$shellin"
+  # The console input: a FIFO, written when the shell is there (bytes sent before the guest's
+  # serial port is set up are lost).
+  rm -f "$shellin"; mkfifo "$shellin"; exec 8<>"$shellin"
   local disk=build/disks/rootfs-failures.img
   fresh_copy "$IMG" "$disk"
   local blank=build/disks/rootfs-blank.img; rm -f "$blank"; truncate -s 64M "$blank"
@@ -153,10 +156,11 @@ mode_failures() {
   while IFS='|' read -r name initrd append dsk want; do
     log=$LOGS/failure-$name.log
     INITRD_SAVE=$INITRD; INITRD=$initrd
-    STDIN=$shellin guest "$log" 300 "$append" $dsk
+    STDIN=$shellin HOOK_MARK='ferrofs-initramfs: dropping to a shell' \
+      HOOK="sleep 1; printf 'echo RESCUE-SHELL-WORKS-\$((6 * 7))\\nreboot -f\\n' >&8" guest "$log" 300 "$append" $dsk
     INITRD=$INITRD_SAVE
     check "$name: the initramfs says why ($want)" grep -aqE "^ferrofs-initramfs: error: .*$want" "$log"
-    check "$name: a working shell after it" grep -aq 'RESCUE-SHELL-WORKS-42' "$log"
+    check "$name: a working shell after it" grep -aq '^RESCUE-SHELL-WORKS-42' "$log"
     check "$name: no kernel problem" test -z "$(kernel_problems "$log")"
     grep -a '^ferrofs-initramfs: error' "$log" | head -n 1 | sed 's/^/  | /'
   done <<EOF
@@ -164,7 +168,8 @@ module-missing|$noko|$(root_args "$ROOTDEV")|$disk|cannot load the module for th
 device-missing|$INITRD|root=mtd:nosuchflash rootfstype=ferrofs rootdelay=2|$disk|root device mtd:nosuchflash not found
 mount-fails|$INITRD|$(root_args "$ROOTDEV" | sed 's|/dev/vda|/dev/vdb|g')|$disk $blank|mounting .* failed
 EOF
-  rm -f "$disk" "$blank" "$noko"
+  exec 8>&-
+  rm -f "$disk" "$blank" "$noko" "$shellin"
 }
 
 mode_powercut() {
