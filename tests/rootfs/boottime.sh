@@ -41,7 +41,7 @@ mode_boottime() {
     for (( r = 1; r <= REPEAT; r++ )); do
       disk=build/disks/rootfs-bt-run.img; fresh_copy "$img" "$disk"
       log=$LOGS/$name-$r.log
-      guest "$log" 600 "$append ferrofs.rootfs=boottime" "$disk"
+      guest "$log" 600 "$append rootfs.test=boottime" "$disk"
       t_run=$(stamp "$log" 'Run /init as init process'); t_mnt0=$(stamp "$log" 'ferrofs-initramfs: mounting')
       t_mnt=$(stamp "$log" 'ferrofs-initramfs: root mounted'); t_sw=$(stamp "$log" 'ferrofs-initramfs: switch_root')
       t_hook=$(stamp "$log" 'ferrofs-rootfs: init reached')

@@ -111,7 +111,7 @@ mode_boot() {
   fresh_copy "$IMG" "$disk"
   echo "run-rootfs: $USERLAND userland on ferrofs ($ROOTDEV), boot 1: install"
   log=$LOGS/boot1-install.log
-  guest "$log" 900 "$(root_args "$ROOTDEV") ferrofs.rootfs=install" "$disk"
+  guest "$log" 900 "$(root_args "$ROOTDEV") rootfs.test=install" "$disk"
   echo "run-rootfs: boot 1 ended after ${g_secs}s"
   check "boot 1: the initramfs mounted the root and switched to init" grep -aq '^ROOTFS-INIT:' "$log"
   check "boot 1: the guest's checks passed" grep -aq 'FERROFS-RESULT: 0' "$log"
@@ -125,7 +125,7 @@ mode_boot() {
   log=$LOGS/boot2-verify.log
   local settled=
   HOOK_MARK=ROOTFS-RO-SETTLED HOOK='settled=$(md5 "$disk")' \
-    guest "$log" 900 "$(root_args "$ROOTDEV") ferrofs.rootfs=verify" "$disk"
+    guest "$log" 900 "$(root_args "$ROOTDEV") rootfs.test=verify" "$disk"
   echo "run-rootfs: boot 2 ended after ${g_secs}s"
   check "boot 2: reached init" grep -aq '^ROOTFS-INIT:' "$log"
   check "boot 2: the guest's checks passed" grep -aq 'FERROFS-RESULT: 0' "$log"
@@ -185,10 +185,10 @@ mode_powercut() {
     delay=$(( MIN_S * 1000 + (RANDOM * 32768 + RANDOM) % ((MAX_S - MIN_S) * 1000 + 1) ))
     log=$LOGS/boot$i.log
     if [ "$phase" = final ]; then
-      guest "$log" 1200 "$(root_args "$ROOTDEV") ferrofs.rootfs=powercut ferrofs.rootfs.args=phase=final,seed=$((SEED * 1000 + i))" "$flash" "$logdisk"
+      guest "$log" 1200 "$(root_args "$ROOTDEV") rootfs.test=powercut rootfs.args=phase=final,seed=$((SEED * 1000 + i))" "$flash" "$logdisk"
     else
       KILL_MARK=POWERCUT-WORKLOAD-START KILL_MS=$delay \
-        guest "$log" 1200 "$(root_args "$ROOTDEV") ferrofs.rootfs=powercut ferrofs.rootfs.args=phase=$phase,seed=$((SEED * 1000 + i)),seconds=$((MAX_S + 120))" "$flash" "$logdisk"
+        guest "$log" 1200 "$(root_args "$ROOTDEV") rootfs.test=powercut rootfs.args=phase=$phase,seed=$((SEED * 1000 + i)),seconds=$((MAX_S + 120))" "$flash" "$logdisk"
     fi
     [ "$g_killed" -eq 1 ] && cuts=$((cuts + 1))
     local what="not killed"; [ "$g_killed" -eq 1 ] && what="killed ${g_kill_ms} ms into the workload"
