@@ -224,7 +224,7 @@ case "$MODE" in
     exec qemu/run-guest.sh --initrd "$INITRD" --disk "$disk" --append "$(root_args "$ROOTDEV")" shell ;;
   quick)
     # make test's part: install, reboot, verify, the initramfs's failures, 3 power cuts.
-    mode_boot; mode_failures; CUTS=3 mode_powercut ;;
+    mode_boot; mode_failures; CUTS=3 MAX_S="${MAX_S:-12}" mode_powercut ;;
   boot) mode_boot ;;
   failures) mode_failures ;;
   powercut) mode_powercut ;;
