@@ -110,6 +110,8 @@ if [ "$userland" = debian ]; then
   # The root is mounted by the initramfs (read-only unless `rw`), remounted read-write by
   # checkroot.sh (fstab says rw; pass 0: no fsck at boot), read-only by umountroot at shutdown.
   printf '/dev/root / auto rw 0 0\n' > "$TREE/etc/fstab"
+  # /etc/mtab as checkroot.sh would make it at every first boot of a fresh image copy.
+  ln -sfn ../proc/self/mounts "$TREE/etc/mtab"
   # No password on the console: run-rootfs logs in as root through agetty --autologin.
   sed -i 's/^root:[^:]*:/root::/' "$TREE/etc/shadow"
 else
