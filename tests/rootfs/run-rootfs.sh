@@ -94,10 +94,13 @@ kernel_problems() {
   { grep -aE "$KERNEL_PROBLEMS" <<<"$k"
     grep -aE '\] ferrofs[ :(]' <<<"$k" | grep -aiE 'error|corrupt|fail|panic'; } | head -n 5
 }
-# guest_counts LOG DESC: add the guest's ok/FAIL lines (its checks) to ours, kernel problems as one.
+# guest_counts LOG DESC: add the guest's ok/FAIL lines (its checks) and the counts of the programs
+# it ran ("# DESC: N passed, N failed", lib.sh's run_counted) to ours, kernel problems as one.
 guest_counts() {
   local p f kp
   p=$(grep -ac '^ok - ' "$1"); f=$(grep -ac '^FAIL - ' "$1")
+  p=$((p + $(grep -aE '^# .*: [0-9]+ passed, [0-9]+ failed' "$1" | awk '{s += $(NF-3)} END {print s + 0}')))
+  f=$((f + $(grep -aE '^# .*: [0-9]+ passed, [0-9]+ failed' "$1" | awk '{s += $(NF-1)} END {print s + 0}')))
   passed=$((passed + p)); failed=$((failed + f))
   [ "$f" -eq 0 ] || grep -a '^FAIL - ' "$1" | head -n 10 | sed "s|^|  $2: |"
   kp="$(kernel_problems "$1")"
