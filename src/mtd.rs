@@ -88,6 +88,9 @@ impl Flash for MtdFlash {
                 pr_warn!("mtd{}: uncorrectable ECC error reading {} bytes at segment {} offset {}\n", self.index, buf.len(), seg, offset);
                 Err(FlashError::Uncorrectable)
             }
+            // block2mtd waits killably for its page cache: a fatal signal (the reader is being
+            // killed, e.g. by the shutdown scripts) says nothing about the flash: no warning
+            c if c == bindings::EINTR as i32 => Err(FlashError::Io),
             _ => {
                 pr_warn!("mtd{}: read failed ({}) at segment {} offset {}\n", self.index, ret, seg, offset);
                 Err(FlashError::Io)
