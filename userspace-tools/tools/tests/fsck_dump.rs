@@ -414,9 +414,12 @@ fn dump_and_fsck_into_a_closed_pipe_do_not_panic() {
     use std::process::{Command, Stdio};
     let (_t, img, _src) = small_image(&[]);
     for (bin, args) in [(DUMP, vec![p(&img)]), (FSCK, vec!["-n", "-v", p(&img)])] {
-        let mut child = Command::new(bin).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        // the reader goes away before the tool has opened the image, so its first line meets EPIPE
-        drop(child.stdout.take());
+        // the reader is gone before the tool starts, so its first line meets EPIPE (closing the
+        // reader after spawn raced: on a loaded machine the whole report could fit in the pipe
+        // buffer before the test dropped it, and the tool then exited 0)
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut child = Command::new(bin).args(&args).stdout(writer).stderr(Stdio::piped()).spawn().unwrap();
         let mut err = String::new();
         child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         let st = child.wait().unwrap();
