@@ -451,7 +451,7 @@ def cheap_ftl_figures(res, st, esz):
         rs = [f"ferrofs-mtdblock / {p} {ratio_s(div(mbs(e, ref), mbs(e, p)))}" for p in ls if p != ref]
         if seq:
             rs.append(f"ferrofs-mtdblock = {pct_s(div(mbs(e, ref), seq) * 100 if div(mbs(e, ref), seq) is not None else None)} of mtdblock's sequential write ({f2(seq)} MB/s)")
-        o.append("\n" + "; ".join(rs) + ".\n")
+        o.append("\n" + ("; ".join(rs) + "." if rs else "") + "\n")
 
     # The seed's experiments on the same three: the sweep by block size (clean) and overwrites by
     # block size, clean and filled.
@@ -470,12 +470,13 @@ def cheap_ftl_figures(res, st, esz):
             dp.setdefault(k, {})[l] = p["overwrite"].get("mb_s") if p.get("overwrite", {}).get("status") == "ok" else None
     if dp:
         o.append("### Overwrites by block size, clean and filled (the rig's `dirty`: random overwrites of a 4 MiB file, fsync at the end), MB/s\n")
-        o.append("| Fill, Block Size | " + " | ".join(labels) + " | " + " | ".join(f"ferrofs-mtdblock / {p}" for p in labels if p != ref) + " |")
-        o.append("|---|" + "---|" * (len(labels) + len([p for p in labels if p != ref])))
+        peers = [p for p in labels if p != ref] if ref in labels else []
+        o.append("| Fill, Block Size | " + " | ".join(labels + [f"ferrofs-mtdblock / {p}" for p in peers]) + " |")
+        o.append("|---|" + "---|" * (len(labels) + len(peers)))
         for (fill, b) in sorted(dp):
             v = dp[(fill, b)]
-            o.append(f"| {'clean' if fill == 0 else f'{fill} % full'} {size_name(b)} | " + " | ".join(f2(v.get(l)) for l in labels) + " | "
-                     + " | ".join(ratio_s(div(v.get(ref), v.get(p))) for p in labels if p != ref) + " |")
+            o.append(f"| {'clean' if fill == 0 else f'{fill} % full'} {size_name(b)} | "
+                     + " | ".join([f2(v.get(l)) for l in labels] + [ratio_s(div(v.get(ref), v.get(p))) for p in peers]) + " |")
         o.append("")
 
     # Where ferrofs-mtdblock's time goes: its own statistics around each form (the rig's counters).
