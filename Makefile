@@ -48,7 +48,10 @@ clean:
 # The side-by-side benchmark rig (issues 5, 10): tests/bench/run-bench.sh, docs/benchmarks.md "The rig".
 # Every target: throughput, latency and GC buffered and device-bound (fsync per write), concurrency
 # (reader beside a writer process), fio as a cross-check (needs fio on the host: qemu/install-deps.sh);
-# report.md opens with issue 10's write-path figures, each with its target, met or not.
+# report.md opens with issue 10's write-path figures, each with its target, met or not; then issue
+# 13's cheap-FTL case: ferrofs-mtdblock (the block backend on mtdblock) beside F2FS and ext4, the
+# seed's sweep and dirty runs, and random 4 KiB overwrites of a file of half the chip with an fsync
+# per 16 writes, buffered under a 4 MiB dirty limit, and an fsync per write, each target met or not.
 #   make bench       quick profile (a few minutes): bench/results/<date>-<commit>-quick/
 #   make bench-full  full profile (the published numbers, about an hour)
 .PHONY: bench bench-full

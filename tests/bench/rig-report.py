@@ -16,9 +16,12 @@ import subprocess
 import sys
 import tempfile
 
-ORDER = ["raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs"]
-EXPS = ["sweep", "latency", "latency-fsync", "smallfiles", "meta", "concurrency", "fio", "dirty", "gc", "gc-fsync", "mount", "mount-powercut"]
+ORDER = ["raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs", "ferrofs-mtdblock"]
+RANDWRITE = ["randwrite-sync16", "randwrite-buffered", "randwrite-sync1"]
+EXPS = ["sweep", "latency", "latency-fsync", "smallfiles", "meta", "concurrency", "fio", "dirty", "gc", "gc-fsync", "mount", "mount-powercut"] + RANDWRITE
 PEERS = ["jffs2", "ubifs", "f2fs", "ext4"]
+# The cheap-FTL case (issue 13): ferrofs's block backend and the block filesystems on mtdblock.
+CHEAP = ["ferrofs-mtdblock", "f2fs", "ext4"]
 
 
 def kv(path):
@@ -314,6 +317,196 @@ def write_path_figures(res):
     return o
 
 
+def verdict(ok):
+    return "n/a" if ok is None else ("met" if ok else "**not met**")
+
+
+def div(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def ratio_s(r):
+    return "n/a" if r is None else f"{r:.2f}x"
+
+
+def pct_s(p):
+    return "n/a" if p is None else f"{p:.0f} %"
+
+
+def cheap_ftl_figures(res, st, esz):
+    """Issue 13's cheap-FTL case: ferrofs-mtdblock beside F2FS and ext4 on mtdblock, the randwrite
+    forms with the issue's targets (met / not met), the seed's experiments, and where the time goes."""
+    runs = load_runs(os.path.join(res, "json"))
+    labels = [l for l in CHEAP if any(k[1] == l for k in runs)]
+    if not any(k[0] in RANDWRITE for k in runs) and "ferrofs-mtdblock" not in labels:
+        return []
+    ref = "ferrofs-mtdblock"
+    key = "Total numbers of erases"
+
+    def get(exp, label):
+        return runs.get((exp, label), {}).get("results")
+
+    def mb(p, ph):
+        return p[ph].get("mb_s") if p and p.get(ph, {}).get("status") == "ok" else None
+    o = ["## Cheap-FTL case (issue 13): ferrofs-mtdblock beside F2FS and ext4 on mtdblock\n"]
+    # mtdblock's own sequential write bandwidth: the raw guest's O_DIRECT sweep on mtdblock, at
+    # 1 MiB (the largest block size both profiles sweep), else its largest block size.
+    raw_pts = {p["block_size"]: p for p in (get("sweep", "mtdblock-raw") or {}).get("points", []) if p.get("mode") == "raw-block"}
+    raw_bs = 1 << 20 if (1 << 20) in raw_pts else max(raw_pts, default=None)
+    seq = mb(raw_pts.get(raw_bs), "write") if raw_bs else None
+    seq_s = f"{f2(seq)} MB/s (mtdblock-raw, O_DIRECT {size_name(raw_bs)} writes + fsync)" if seq else "n/a (no mtdblock-raw sweep)"
+
+    # Settings, from the runs' own parameters.
+    forms = {e: {l: runs.get((e, l)) for l in labels if runs.get((e, l))} for e in RANDWRITE}
+    anyrun = next((r for f in forms.values() for r in f.values()), None)
+    dev = next((st.get(l, {}).get("kv", {}).get("randwrite_device") for l in labels if st.get(l, {}).get("kv", {}).get("randwrite_device")), None)
+    if dev and " size=" in dev:
+        name, size = dev.split(" size=", 1)
+        dev = f"{name}, {int(size) >> 20} MiB" if size.isdigit() else dev
+    if anyrun:
+        pr = anyrun["params"]
+        db = next(iter(forms["randwrite-buffered"].values()))["results"].get("dirty_bytes") if forms["randwrite-buffered"] else None
+        cap = pr.get("max_duration_s")
+        amounts = ", ".join(f"`{e}` {size_name(next(iter(forms[e].values()))['params']['amount'])}" for e in RANDWRITE if forms[e])
+        o.append(f"Settings, the same for every target: random {size_name(pr['block_size'])} overwrites (block-aligned, seeded) of one "
+                 f"{size_name(pr['file_size'])} file, half of the device (`{dev or '?'}`: mtdblock over the whole 256 MiB nandsim chip, "
+                 "erased and formatted for this step: on the 64/128 MiB partition F2FS has no room for a file of half the device), written "
+                 "sequentially and fsynced first (untimed); the three forms overwrite it in turn, in this order, amounts "
+                 f"{amounts}; every write and fsync(2) is inside the timing (MB/s = bytes overwritten / seconds). "
+                 "`randwrite-sync16`: an fsync after every 16 writes; `randwrite-buffered`: buffered, "
+                 + (f"vm.dirty_bytes = {size_name(db)} during the timed phase (the background threshold is then half of it)" if db else "**the kernel's own dirty limits** (no vm.dirty_bytes given)")
+                 + ", one fsync at the end, timed; `randwrite-sync1`: an fsync after every write. "
+                 + (f"A form stops early only at {cap:.0f} s (a safety net; `stopped by` below). " if cap else "No time limit. ")
+                 + 
+                 "mkfs (the same options on the partition and for the randwrite forms): "
+                 + ", ".join(f"{l} `{st[l]['kv']['mkfs_cmd'].rsplit(' ', 1)[0]}`" for l in labels if st.get(l, {}).get("kv", {}).get("mkfs_cmd"))
+                 + " (ferrofs: segments of one erase block, mkfs's block defaults otherwise: 4 KiB write unit, at most 2 segments open). Erases: nandsim's erase counter during the timed "
+                 f"phase (mtdblock erases and rewrites a whole 128 KiB erase block for each block it writes back and at every flush). "
+                 f"Sequential write bandwidth of mtdblock: {seq_s}.\n")
+    checks = []
+
+    def add(fig, val, refv, r, target, ok):
+        checks.append((fig, val, refv, r, target, verdict(ok)))
+
+    def rw(exp, l):
+        return get(exp, l) or {}
+
+    def mbs(exp, l):
+        return (rw(exp, l).get("total") or {}).get("mb_s") if (rw(exp, l).get("total") or {}).get("status") == "ok" else None
+
+    def erases(exp, l):
+        return ((rw(exp, l).get("wa") or {}).get("counters_delta") or {}).get(key)
+
+    def per_fsync(exp, l):
+        n = rw(exp, l).get("fsyncs")
+        return div(erases(exp, l), n)
+    fm = lambda e: f2(mbs(e, ref), 3) + " MB/s"
+    for e, peer, tgt in (("randwrite-sync16", "ext4", 10.0), ("randwrite-sync16", "f2fs", 2.0), ("randwrite-buffered", "ext4", 3.0), ("randwrite-sync1", "ext4", 2.0)):
+        r = div(mbs(e, ref), mbs(e, peer))
+        add(f"{e}: ferrofs-mtdblock vs {peer}", fm(e), f2(mbs(e, peer), 3) + " MB/s", ratio_s(r), f">= {tgt:.0f}x", None if r is None else r >= tgt)
+    for e, tgt in (("randwrite-sync16", 60), ("randwrite-buffered", 75)):
+        p = div(mbs(e, ref), seq)
+        add(f"{e}: % of mtdblock's sequential write", fm(e), f2(seq) + " MB/s", pct_s(p * 100 if p is not None else None), f">= {tgt} %", None if p is None else p * 100 >= tgt)
+    pf = per_fsync("randwrite-sync1", ref)
+    add("randwrite-sync1: erase-block rewrites per fsync", f2(pf), f"{f2(erases('randwrite-sync1', ref), 0)} erases / {rw('randwrite-sync1', ref).get('fsyncs', 'n/a')} fsyncs", f2(pf), "<= 1", None if pf is None else pf <= 1.0)
+    met = sum(1 for c in checks if c[5] == "met")
+    nm = sum(1 for c in checks if c[5] not in ("met", "n/a"))
+    o.append(f"### Targets: {met} met, {nm} not met, {len(checks) - met - nm} without data\n")
+    o.append("| Figure | ferrofs-mtdblock | reference | ratio / % | target | verdict |\n|---|---|---|---|---|---|")
+    o.extend(f"| {a} | {b} | {c} | {d} | {e} | {f} |" for a, b, c, d, e, f in checks)
+    o.append("")
+
+    what = {"randwrite-sync16": "an fsync after every 16 writes (a logging or database workload)",
+            "randwrite-buffered": "buffered under a 4 MiB dirty limit, the final fsync timed",
+            "randwrite-sync1": "an fsync after every write"}
+    for e in RANDWRITE:
+        if not forms[e]:
+            o.append(f"### {e}\n\nNo runs (see the status table).\n")
+            continue
+        ls = [l for l in labels if l in forms[e]]
+        o.append(f"### {e}\n\n{what[e][0].upper() + what[e][1:]}. Device rows: the timed phase only (nandsim's erase counter; "
+                 "mtdblock's write requests, bytes and flushes from /proc/diskstats).\n")
+        o.append("| Metric | " + " | ".join(ls) + " |\n|---|" + "---|" * len(ls))
+
+        def row(name, fn, p=2):
+            o.append(f"| {name} | " + " | ".join(f2(fn(l), p) for l in ls) + " |")
+
+        def wa(l, k):
+            return (rw(e, l).get("wa") or {}).get(k)
+        row("MB/s", lambda l: mbs(e, l), 3)
+        row("writes", lambda l: rw(e, l).get("writes"), 0)
+        row("fsyncs", lambda l: rw(e, l).get("fsyncs"), 0)
+        row("seconds", lambda l: (rw(e, l).get("total") or {}).get("seconds"), 1)
+        row("fsync median ms", lambda l: ((rw(e, l).get("fsync_latency") or {}).get("median_us") or 0) / 1000 if rw(e, l).get("fsync_latency") else None, 1)
+        row("fsync max ms", lambda l: ((rw(e, l).get("fsync_latency") or {}).get("max_us") or 0) / 1000 if rw(e, l).get("fsync_latency") else None, 1)
+        row("NAND erases", lambda l: erases(e, l), 0)
+        row("erases per fsync", lambda l: per_fsync(e, l), 2)
+        row("erased MB / written MB", lambda l: div(erases(e, l) * esz if erases(e, l) is not None else None, (rw(e, l).get("total") or {}).get("bytes")), 1)
+        row("MB written to mtdblock", lambda l: div(wa(l, "diskstats_device_bytes"), 1e6), 2)
+        row("write requests to mtdblock", lambda l: wa(l, "diskstats_writes"), 0)
+        row("KiB per write request", lambda l: div(div(wa(l, "diskstats_device_bytes"), 1024), wa(l, "diskstats_writes")), 1)
+        row("flushes of mtdblock", lambda l: wa(l, "diskstats_flushes"), 0)
+        row("stopped by", lambda l: None, 0)
+        o[-1] = "| stopped by | " + " | ".join(rw(e, l).get("stopped_by", "n/a") for l in ls) + " |"
+        rs = [f"ferrofs-mtdblock / {p} {ratio_s(div(mbs(e, ref), mbs(e, p)))}" for p in ls if p != ref]
+        if seq:
+            rs.append(f"ferrofs-mtdblock = {pct_s(div(mbs(e, ref), seq) * 100 if div(mbs(e, ref), seq) is not None else None)} of mtdblock's sequential write ({f2(seq)} MB/s)")
+        o.append("\n" + ("; ".join(rs) + "." if rs else "") + "\n")
+
+    # The seed's experiments on the same three: the sweep by block size (clean) and overwrites by
+    # block size, clean and filled.
+    sw = {l: {p["block_size"]: p for p in (get("sweep", l) or {}).get("points", []) if p.get("mode") in ("buffered", "raw-block")} for l in ["mtdblock-raw"] + labels}
+    bss = sorted({b for v in sw.values() for b in v})
+    if bss:
+        o.append("### The seed's block-size sweep on mtdblock, MB/s (buffered + fsync; mtdblock-raw: O_DIRECT), write / cold read\n")
+        o.append("| Block Size | " + " | ".join(l for l in sw) + " |\n|---|" + "---|" * len(sw))
+        for b in bss:
+            o.append(f"| {size_name(b)} | " + " | ".join(f"{f2(mb(sw[l].get(b), 'write'))} / {f2(mb(sw[l].get(b), 'read'))}" for l in sw) + " |")
+        o.append("")
+    dp = {}
+    for l in labels:
+        for p in (get("dirty", l) or {}).get("points", []):
+            k = (round(p.get("fill", 0) * 100), p.get("block_size"))
+            dp.setdefault(k, {})[l] = p["overwrite"].get("mb_s") if p.get("overwrite", {}).get("status") == "ok" else None
+    if dp:
+        o.append("### Overwrites by block size, clean and filled (the rig's `dirty`: random overwrites of a 4 MiB file, fsync at the end), MB/s\n")
+        peers = [p for p in labels if p != ref] if ref in labels else []
+        o.append("| Fill, Block Size | " + " | ".join(labels + [f"ferrofs-mtdblock / {p}" for p in peers]) + " |")
+        o.append("|---|" + "---|" * (len(labels) + len(peers)))
+        for (fill, b) in sorted(dp):
+            v = dp[(fill, b)]
+            o.append(f"| {'clean' if fill == 0 else f'{fill} % full'} {size_name(b)} | "
+                     + " | ".join([f2(v.get(l)) for l in labels] + [ratio_s(div(v.get(ref), v.get(p))) for p in peers]) + " |")
+        o.append("")
+
+    # Where ferrofs-mtdblock's time goes: its own statistics around each form (the rig's counters).
+    cdir = os.path.join(res, "counters")
+    rowsf = []
+    for e in RANDWRITE:
+        b, a = kv(os.path.join(cdir, f"{ref}-{e}.before")), kv(os.path.join(cdir, f"{ref}-{e}.after"))
+        if not a:
+            continue
+
+        def d(k):
+            try:
+                return float(a[k]) - float(b[k])
+            except (KeyError, ValueError):
+                return None
+        rowsf.append(f"| {e} | {f2(div(d('ferrofs_user_bytes'), 1e6))} | {f2(div(d('ferrofs_programmed_bytes'), 1e6))} | {f2(d('ferrofs_erases'), 0)} | "
+                     f"{f2(div(d('ferrofs_gc_bytes'), 1e6))} | {f2(d('ferrofs_checkpoints'), 0)} | {a.get('ferrofs_max_open_segments', 'n/a')} | "
+                     f"{f2(d('mtdblock_flushes'), 0)} | {f2(d('nand_erases'), 0)} |")
+    if rowsf:
+        o.append("### Where ferrofs-mtdblock's time goes\n")
+        o.append("ferrofs's debugfs statistics and mtdblock's counters around each whole form (the rig's counters: "
+                 "the first form's row includes the untimed layout of the file, which that run writes before its timed phase). "
+                 "Every mtdblock flush writes its cached erase block back (an erase and 64 page programs): the flushes and NAND erases per "
+                 "fsync are the cost a cheap FTL charges for durability.\n")
+        o.append("| Form | user MB | programmed MB | segment erases (discards) | GC moved MB | checkpoints | max open segments | mtdblock flushes | NAND erases |\n|---|---|---|---|---|---|---|---|---|")
+        o.extend(rowsf)
+        o.append("")
+    return o
+
+
 def main():
     args = sys.argv[1:]
     tool = "build/tools/ferrofs-bench"
@@ -369,9 +562,9 @@ def main():
         setup = k.get("setup", "not reached")
         exps = ", ".join(f"{lab if lab != t else ''}{' ' if lab != t else ''}{e} {'ok' if rc == '0' else 'FAILED rc=' + rc + ','} {sec}s" for lab, e, rc, sec in s["exps"]) or "none"
         notes = []
-        for key in ("umount", "fsck"):
+        for key in ("umount", "fsck", "randwrite", "randwrite_umount", "randwrite_fsck"):
             if key in k:
-                notes.append(f"{key} {k[key]}")
+                notes.append(f"{key.replace('_', ' ')} {k[key]}")
         if "done" not in open(os.path.join(res, "status.txt")).read().split(f"[{t}]", 1)[1].split("\n[", 1)[0] and t != "raw":
             notes.append("did not finish")
         if os.path.exists(os.path.join(res, "failures", f"{t}-console.txt")):
@@ -397,12 +590,12 @@ def main():
             p = next((x for x in pts if x["block_size"] == bs and x["mode"] in ("buffered", "raw-mtd", "raw-block")), None)
             return p
         bss = sorted({x["block_size"] for pts in sweeps.values() for x in pts})
-        limit = {"jffs2": "nand-raw", "ubifs": "nand-raw", "ferrofs": "nand-raw", "f2fs": "mtdblock-raw", "ext4": "mtdblock-raw"}
-        order = ["nand-raw", "mtdblock-raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs"]
+        limit = {"jffs2": "nand-raw", "ubifs": "nand-raw", "ferrofs": "nand-raw", "f2fs": "mtdblock-raw", "ext4": "mtdblock-raw", "ferrofs-mtdblock": "mtdblock-raw"}
+        order = ["nand-raw", "mtdblock-raw", "jffs2", "ubifs", "f2fs", "ext4", "ferrofs", "ferrofs-mtdblock"]
         labs = [l for l in order if l in sweeps] + [l for l in sweeps if l not in order]
         o.append("## Summary: sequential write / read MB/s (buffered + fsync; raw devices: their own mode)\n")
         o.append("The percentage is of the physical limit below the filesystem: `nand-raw` for JFFS2, UBIFS and ferrofs, "
-                 "`mtdblock-raw` (O_DIRECT on mtdblock) for F2FS and ext4 (the cheap-FTL case).\n")
+                 "`mtdblock-raw` (O_DIRECT on mtdblock) for F2FS, ext4 and ferrofs-mtdblock (the cheap-FTL case).\n")
         hdr = "| Target | " + " | ".join(f"{bs >> 10}k write | {bs >> 10}k read" if bs < 1 << 20 else f"{bs >> 20}M write | {bs >> 20}M read" for bs in bss) + " |"
         o.append(hdr)
         o.append("|---|" + "---|---|" * len(bss))
@@ -430,6 +623,7 @@ def main():
         o.append("")
 
     o.extend(write_path_figures(res))
+    o.extend(cheap_ftl_figures(res, st, float(cfg.get("mtd_erasesize", "131072") or 131072)))
 
     # Demote the tool report's title; keep everything else as it is.
     if tool_md:
@@ -465,30 +659,32 @@ def main():
             if "ferrofs_user_bytes" in a:
                 u, p = d("ferrofs_user_bytes"), d("ferrofs_programmed_bytes")
                 wa = p / u if u and p is not None else None
-                rows_f.append((EXPS.index(exp) if exp in EXPS else 99, f"| {exp} | {f2(u / 1e6 if u is not None else None)} | {f2(p / 1e6 if p is not None else None)} | {f2(wa)} | "
+                rows_f.append((ORDER.index(lab) if lab in ORDER else 99, EXPS.index(exp) if exp in EXPS else 99, f"| {lab} | {exp} | {f2(u / 1e6 if u is not None else None)} | {f2(p / 1e6 if p is not None else None)} | {f2(wa)} | "
                                f"{f2(d('ferrofs_erases'), 0)} | {f2((d('ferrofs_gc_bytes') or 0) / 1e6)} | {f2(d('ferrofs_checkpoints'), 0)} |"))
             if "nand_erases" in a:
                 e = d("nand_erases")
                 u = d("ferrofs_user_bytes") if "ferrofs_user_bytes" in a else None
                 rows_e.append((ORDER.index(lab) if lab in ORDER else 99, lab, EXPS.index(exp) if exp in EXPS else 99, exp, e, u, a.get("nand_max_erases")))
-            if "mtdblock_sectors_written" in a and lab in ("f2fs", "ext4", "mtdblock-raw"):
-                w = d("mtdblock_sectors_written")
-                rows_b.append((lab, EXPS.index(exp) if exp in EXPS else 99, f"| {lab} | {exp} | {f2(w * 512 / 1e6 if w is not None else None)} |"))
+            if "mtdblock_sectors_written" in a and lab in ("f2fs", "ext4", "mtdblock-raw", "ferrofs-mtdblock"):
+                w, n, fl = d("mtdblock_sectors_written"), d("mtdblock_writes"), d("mtdblock_flushes")
+                rows_b.append((lab, EXPS.index(exp) if exp in EXPS else 99, f"| {lab} | {exp} | {f2(w * 512 / 1e6 if w is not None else None)} | "
+                               f"{f2(n, 0)} | {f2(w * 512 / 1024 / n if w is not None and n else None, 1)} | {f2(fl, 0)} |"))
     o.append("## Write amplification, rig counters\n")
     o.append("Counters read by the guest after a `sync` before and after each whole experiment (fills, warm-ups and clean-up included, "
              "so these are not the per-phase figures of the table above).\n")
     if rows_f:
-        o.append("ferrofs, from its debugfs statistics (`/sys/kernel/debug/ferrofs/mtdN/`): WA = bytes programmed to the NAND / file bytes written by users.\n")
-        o.append("| Experiment | User MB | Programmed MB | WA | Erases | GC moved MB | Checkpoints |\n|---|---|---|---|---|---|---|")
-        o.extend(r for _, r in sorted(rows_f))
+        o.append("ferrofs, from its debugfs statistics (`/sys/kernel/debug/ferrofs/<device>/`): WA = bytes programmed to the medium / file bytes written by users "
+                 "(on ferrofs-mtdblock: bytes written to mtdblock; erases there are segment discards, which mtdblock does not have).\n")
+        o.append("| Target | Experiment | User MB | Programmed MB | WA | Erases | GC moved MB | Checkpoints |\n|---|---|---|---|---|---|---|---|")
+        o.extend(r for _, _, r in sorted(rows_f))
         o.append("")
     else:
         o.append("ferrofs: no counters (the target did not run or its debugfs statistics were missing).\n")
     if rows_b:
-        o.append("F2FS and ext4 on mtdblock: bytes the filesystem wrote to mtdblock (`/proc/diskstats`), per experiment. "
+        o.append("F2FS, ext4 and ferrofs-mtdblock on mtdblock: bytes, write requests and flushes the filesystem sent to mtdblock (`/proc/diskstats`), per experiment. "
                  "Per-phase WA against the benchmark's bytes is in the tool's write-amplification table above. "
                  "What mtdblock then does to the NAND (a whole erase block erased and rewritten per flush) is in the erase table below.\n")
-        o.append("| Target | Experiment | Written to mtdblock MB |\n|---|---|---|")
+        o.append("| Target | Experiment | Written to mtdblock MB | Write requests | KiB per request | Flushes |\n|---|---|---|---|---|---|")
         o.extend(r for _, _, r in sorted(rows_b, key=lambda x: (x[0], x[1])))
         o.append("")
     if rows_e:
@@ -513,9 +709,9 @@ def main():
             o.append(f"| {ex} | " + " | ".join(cs) + " |")
         lastmax = {}
         for r in sorted(rows_e, key=lambda r: r[2]):
-            if r[6] is not None:
+            if r[6] is not None and r[3] not in RANDWRITE:
                 lastmax[r[1]] = r[6]
-        o.append("| max erases of one block at the end | " + " | ".join(lastmax.get(l, "n/a") for _, l in labs_e) + " |")
+        o.append("| max erases of one block at the end (before the randwrite forms) | " + " | ".join(lastmax.get(l, "n/a") for _, l in labs_e) + " |")
         fe = [(r[3], r[4], r[5]) for r in rows_e if r[1] == "ferrofs" and r[5]]
         if fe:
             o.append("\nferrofs, erase-based WA per whole experiment (erased bytes / user bytes): " +

@@ -32,6 +32,8 @@ pub enum Cmd {
     Latency(LatencyArgs),
     /// Throughput in short windows over a long overwrite run (GC fluctuation).
     Gc(GcArgs),
+    /// Random overwrites of a large file with an fsync every N writes, or buffered under a dirty limit.
+    Randwrite(RandwriteArgs),
     /// A reader streaming a cached file, idle and while another process overwrites a different file.
     Concurrency(ConcurrencyArgs),
     /// Internal: the overwriting process of `concurrency` (started by it, not by hand).
@@ -234,6 +236,36 @@ pub struct GcArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RandwriteArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub dir: PathBuf,
+    /// Size of the file being overwritten (written sequentially and fsynced first, untimed).
+    #[arg(long, default_value = "64M", value_parser = parse_nonzero_size)]
+    pub file_size: u64,
+    #[arg(long, default_value = "4k", value_parser = parse_block_size)]
+    pub block_size: u64,
+    /// Bytes overwritten at random block-aligned offsets in the timed phase (whole blocks).
+    #[arg(long, default_value = "4M", value_parser = parse_nonzero_size)]
+    pub amount: u64,
+    /// fsync after every N writes, inside the timing (recorded as experiment `randwrite-syncN`);
+    /// 0: buffered, one fsync at the end, timed (`randwrite-buffered`).
+    #[arg(long, default_value_t = 0)]
+    pub fsync_every: u64,
+    /// Set vm.dirty_bytes to this for the timed phase and restore the kernel's setting after it
+    /// (root only; a setting that cannot be made is an error).
+    #[arg(long, value_parser = parse_nonzero_size)]
+    pub dirty_bytes: Option<u64>,
+    /// Stop writing after this long even before --amount (the pending fsync still runs).
+    #[arg(long, value_parser = parse_duration)]
+    pub max_duration: Option<Duration>,
+    /// Leave the work file behind, and reuse one left by an earlier run when its size matches
+    /// (several forms over one laid-out file).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ConcurrencyArgs {
     #[command(flatten)]
     pub common: Common,
@@ -411,6 +443,12 @@ mod tests {
         assert_eq!(a.sync, SyncMode::None);
         let Cmd::Gc(a) = parse(&["gc", "/mnt", "--sync", "fsync"]).unwrap().cmd else { panic!() };
         assert_eq!(a.sync, SyncMode::Fsync);
+        let Cmd::Randwrite(a) = parse(&["randwrite", "/mnt"]).unwrap().cmd else { panic!() };
+        assert_eq!((a.file_size, a.block_size, a.amount, a.fsync_every, a.dirty_bytes, a.max_duration, a.keep), (64 << 20, 4096, 4 << 20, 0, None, None, false));
+        let Cmd::Randwrite(a) = parse(&["randwrite", "/mnt", "--file-size", "128M", "--fsync-every", "16", "--dirty-bytes", "4M", "--max-duration", "2m", "--keep"]).unwrap().cmd else { panic!() };
+        assert_eq!((a.file_size, a.fsync_every, a.dirty_bytes, a.max_duration, a.keep), (128 << 20, 16, Some(4 << 20), Some(Duration::from_secs(120)), true));
+        assert!(parse(&["randwrite", "/mnt", "--dirty-bytes", "0"]).is_err(), "a zero dirty limit is not a setting");
+        assert!(parse(&["randwrite", "/mnt", "--fsync-every", "-1"]).is_err());
         let Cmd::Concurrency(a) = parse(&["concurrency", "/mnt"]).unwrap().cmd else { panic!() };
         assert_eq!((a.read_size, a.read_block, a.write_size, a.write_block, a.writer_fsync_every), (4 << 20, 64 << 10, 4 << 20, 64 << 10, None));
         assert_eq!(a.duration, Duration::from_secs(5));

@@ -115,6 +115,17 @@ pub fn run(cli: Cli) -> Result<Option<RunRecord>> {
             let rec = ctx.record(exp::gc::experiment_name(&a), &a.dir.display().to_string(), st, p, serde_json::to_value(res)?);
             finish(rec, &a.common).map(Some)
         }
+        Cmd::Randwrite(a) => {
+            let st = started();
+            let mut ctx = Ctx::new(&a.common);
+            let res = exp::randwrite::run(&mut ctx, &a)?;
+            let p = params(serde_json::json!({
+                "file_size": a.file_size, "block_size": a.block_size, "amount": a.amount, "fsync_every": a.fsync_every,
+                "dirty_bytes": a.dirty_bytes, "max_duration_s": a.max_duration.map(|d| d.as_secs_f64()), "keep": a.keep,
+            }));
+            let rec = ctx.record(&exp::randwrite::experiment_name(&a), &a.dir.display().to_string(), st, p, serde_json::to_value(res)?);
+            finish(rec, &a.common).map(Some)
+        }
         Cmd::Concurrency(a) => {
             let st = started();
             let mut ctx = Ctx::new(&a.common);

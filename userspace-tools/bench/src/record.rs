@@ -202,6 +202,36 @@ pub struct GcResults {
     pub slowest_window_pct_of_mean: Option<f64>,
 }
 
+/// `randwrite-syncN` / `randwrite-buffered`: random overwrites of a large, laid-out file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RandwriteResults {
+    pub block_size: u64,
+    pub file_size: u64,
+    /// An fsync after every this many writes; 0 = buffered (one fsync, at the end).
+    pub fsync_every: u64,
+    /// Writes and fsyncs done in the timed phase (the last fsync is the final one).
+    pub writes: u64,
+    pub fsyncs: u64,
+    /// The timed phase: every write and every fsync.
+    pub total: Phase,
+    /// The fsyncs' own durations.
+    pub fsync_latency: Option<LatencySummary>,
+    /// The last fsync, seconds (for the buffered form: the write-back of what the dirty limit held).
+    pub final_fsync_s: Option<f64>,
+    /// vm.dirty_bytes in force during the timed phase (`None`: the kernel's setting, untouched).
+    pub dirty_bytes: Option<u64>,
+    /// The untimed sequential write of the file (1 MiB writes and an fsync); `None` when a file
+    /// an earlier run left (`--keep`) was reused.
+    pub layout: Option<Phase>,
+    /// "amount", "duration" (--max-duration) or "error".
+    pub stopped_by: String,
+    pub wa: Option<WaSample>,
+    /// The counters file's key behind `counter_per_fsync` (`None`: no counters file).
+    pub counter_key: Option<String>,
+    /// That counter's delta per fsync (the rig: NAND erase blocks erased per fsync).
+    pub counter_per_fsync: Option<f64>,
+}
+
 fn sync_none() -> String {
     "none".into()
 }

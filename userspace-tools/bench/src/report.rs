@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Result};
 use crate::exp::median;
-use crate::record::{ConcurrencyResults, DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RunRecord, SweepResults};
+use crate::record::{ConcurrencyResults, DirtyResults, GcResults, LatencyResults, MountResults, OpsResults, RandwriteResults, RunRecord, SweepResults};
 use crate::units::fmt_size;
 use crate::wa::WaSample;
 
@@ -137,6 +137,26 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
                 fmt_num(r.cov, 3)
             );
         }
+        e if e.starts_with("randwrite-") => {
+            let r: RandwriteResults = rec.results_as()?;
+            let _ = writeln!(s, "### {l}: {e}: random {} overwrites of a {} file, {}\n", fmt_size(r.block_size), fmt_size(r.file_size), randwrite_form(&r));
+            let _ = writeln!(s, "| Writes | fsyncs | MB/s | fsync median ms | fsync max ms | last fsync s | Stopped by |\n|---|---|---|---|---|---|---|");
+            let fl = r.fsync_latency.as_ref();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r.writes,
+                r.fsyncs,
+                if r.total.status == "ok" { fmt_num(r.total.mb_s, 3) } else { r.total.status.clone() },
+                fmt_num(fl.map(|x| x.median_us / 1000.0), 2),
+                fmt_num(fl.map(|x| x.max_us / 1000.0), 2),
+                fmt_num(r.final_fsync_s, 3),
+                r.stopped_by
+            );
+            if let (Some(k), Some(c)) = (&r.counter_key, r.counter_per_fsync) {
+                let _ = writeln!(s, "Counter `{k}` per fsync: {c:.2}.\n");
+            }
+        }
         "concurrency" => {
             let r: ConcurrencyResults = rec.results_as()?;
             let _ = writeln!(
@@ -216,6 +236,16 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
     Ok(s)
 }
 
+/// "fsync after every 16 writes" or "buffered (vm.dirty_bytes 4M), final fsync timed".
+fn randwrite_form(r: &RandwriteResults) -> String {
+    match (r.fsync_every, r.dirty_bytes) {
+        (0, Some(d)) => format!("buffered (vm.dirty_bytes {}), final fsync timed", fmt_size(d)),
+        (0, None) => "buffered, final fsync timed".into(),
+        (1, _) => "fsync after every write".into(),
+        (n, _) => format!("fsync after every {n} writes"),
+    }
+}
+
 fn dedup_cols(it: impl Iterator<Item = (String, f64)>) -> Vec<(String, f64)> {
     let mut v: Vec<(String, f64)> = Vec::new();
     for c in it {
@@ -262,6 +292,11 @@ pub fn wa_points(rec: &RunRecord) -> Result<Vec<(String, WaSample)>> {
                 v.push((rec.experiment.clone(), w));
             }
         }
+        e if e.starts_with("randwrite-") => {
+            if let Some(w) = rec.results_as::<RandwriteResults>()?.wa {
+                v.push((rec.experiment.clone(), w));
+            }
+        }
         _ => {}
     }
     Ok(v)
@@ -287,7 +322,9 @@ impl ResultSet {
     }
 
     pub fn experiments(&self) -> Vec<String> {
-        let order = ["sweep", "dirty", "latency", "latency-fsync", "latency-dsync", "gc", "gc-fsync", "gc-dsync", "concurrency", "smallfiles", "meta", "mount", "mount-powercut"];
+        let order = [
+            "sweep", "dirty", "latency", "latency-fsync", "latency-dsync", "gc", "gc-fsync", "gc-dsync", "randwrite-sync16", "randwrite-buffered", "randwrite-sync1", "concurrency", "smallfiles", "meta", "mount", "mount-powercut",
+        ];
         let present: BTreeSet<&String> = self.runs.keys().map(|k| &k.0).collect();
         let mut v: Vec<String> = order.iter().filter(|e| present.iter().any(|p| p == e)).map(|e| e.to_string()).collect();
         for p in present {
@@ -464,6 +501,32 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                         "max window MB/s" => r.max_window_mb_s,
                         "slowest window % of mean" => r.slowest_window_pct_of_mean,
                         _ => r.cov,
+                    }
+                });
+            }
+            e if e.starts_with("randwrite-") => {
+                let res: BTreeMap<String, RandwriteResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
+                if let Some(r) = res.values().next() {
+                    let _ = writeln!(s, "Random {} overwrites of a {} file written and synced before (untimed), {}; MB/s counts every write and fsync. Device rows: /proc/diskstats of the device given (`--diskstats-dev`) and the counters file's key per fsync.\n", fmt_size(r.block_size), fmt_size(r.file_size), randwrite_form(r));
+                }
+                let rows: Vec<String> = ["MB/s", "writes", "fsyncs", "fsync median ms", "fsync max ms", "last fsync s", "counter per fsync", "device MB written", "device writes", "device KiB per write", "device flushes"].iter().map(|x| x.to_string()).collect();
+                metric_table(&mut s, "Metric", &rows, &ls, reference, "", 3, |l, row| {
+                    let r = res.get(l)?;
+                    let w = r.wa.as_ref();
+                    let dev = w.and_then(|w| w.diskstats_device_bytes);
+                    let writes = w.and_then(|w| w.diskstats_writes);
+                    match row {
+                        "MB/s" => r.total.mb_s,
+                        "writes" => Some(r.writes as f64),
+                        "fsyncs" => Some(r.fsyncs as f64),
+                        "fsync median ms" => r.fsync_latency.as_ref().map(|x| x.median_us / 1000.0),
+                        "fsync max ms" => r.fsync_latency.as_ref().map(|x| x.max_us / 1000.0),
+                        "last fsync s" => r.final_fsync_s,
+                        "counter per fsync" => r.counter_per_fsync,
+                        "device MB written" => dev.map(|b| b as f64 / 1e6),
+                        "device writes" => writes.map(|n| n as f64),
+                        "device KiB per write" => dev.zip(writes).filter(|x| x.1 > 0).map(|(b, n)| b as f64 / 1024.0 / n as f64),
+                        _ => w.and_then(|w| w.diskstats_flushes).map(|n| n as f64),
                     }
                 });
             }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -154,9 +154,76 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// vm.dirty_bytes set for a while (write-back starts and writers are throttled once this much of
+/// the page cache is dirty). The kernel keeps one of dirty_bytes and dirty_ratio non-zero: writing
+/// one zeroes the other, so drop restores whichever was in force.
+pub struct DirtyLimit {
+    vm: PathBuf,
+    old_bytes: u64,
+    old_ratio: u64,
+}
+
+impl DirtyLimit {
+    pub fn set(bytes: u64) -> Result<Self> {
+        Self::set_in(Path::new("/proc/sys/vm"), bytes)
+    }
+
+    /// The same on another directory of `dirty_bytes` / `dirty_ratio` files (tests).
+    pub fn set_in(vm: &Path, bytes: u64) -> Result<Self> {
+        let read = |name: &str| -> Result<u64> {
+            let p = vm.join(name);
+            let t = std::fs::read_to_string(&p).with_ctx(|| format!("reading {}", p.display()))?;
+            t.trim().parse().map_err(|_| Error::msg(format!("{}: not a number: {:?}", p.display(), t.trim())))
+        };
+        let (old_bytes, old_ratio) = (read("dirty_bytes")?, read("dirty_ratio")?);
+        let p = vm.join("dirty_bytes");
+        std::fs::write(&p, bytes.to_string()).with_ctx(|| format!("setting {} to {bytes} (needs root)", p.display()))?;
+        let guard = DirtyLimit { vm: vm.to_path_buf(), old_bytes, old_ratio };
+        let now = read("dirty_bytes")?;
+        if now != bytes {
+            crate::bail!("{} reads {now} after writing {bytes}", p.display());
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for DirtyLimit {
+    fn drop(&mut self) {
+        let (name, v) = if self.old_bytes > 0 { ("dirty_bytes", self.old_bytes) } else { ("dirty_ratio", self.old_ratio) };
+        let p = self.vm.join(name);
+        if let Err(e) = std::fs::write(&p, v.to_string()) {
+            eprintln!("ferrofs-bench: restoring {} to {v} failed: {e}", p.display());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dirty_limit_is_set_and_restored() {
+        let d = tempfile::tempdir().unwrap();
+        let put = |n: &str, v: &str| std::fs::write(d.path().join(n), v).unwrap();
+        let get = |n: &str| std::fs::read_to_string(d.path().join(n)).unwrap();
+        // The kernel's default: a ratio in force, dirty_bytes 0.
+        put("dirty_bytes", "0\n");
+        put("dirty_ratio", "20\n");
+        {
+            let _g = DirtyLimit::set_in(d.path(), 4 << 20).unwrap();
+            assert_eq!(get("dirty_bytes"), "4194304");
+            put("dirty_ratio", "0"); // what the kernel does on that write
+        }
+        assert_eq!(get("dirty_ratio"), "20", "the ratio in force before is back");
+        // A byte limit in force before comes back as it was.
+        put("dirty_bytes", "1000000");
+        drop(DirtyLimit::set_in(d.path(), 4096).unwrap());
+        assert_eq!(get("dirty_bytes"), "1000000");
+        // Unreadable settings are errors, not guesses.
+        put("dirty_ratio", "x");
+        assert!(DirtyLimit::set_in(d.path(), 4096).is_err());
+        assert!(DirtyLimit::set_in(&d.path().join("none"), 4096).is_err());
+    }
 
     #[test]
     fn meminfo() {

@@ -36,11 +36,15 @@ pub fn parse_counters(text: &str) -> (BTreeMap<String, f64>, Vec<String>) {
     (map, bad)
 }
 
-/// Sector counters of one device line of `/proc/diskstats`.
+/// Counters of one device line of `/proc/diskstats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskStat {
     pub sectors_read: u64,
     pub sectors_written: u64,
+    /// Write requests completed (after merging: the device's own write count).
+    pub writes: u64,
+    /// Flush requests completed (kernels since 5.5; `None` on shorter lines).
+    pub flushes: Option<u64>,
 }
 
 /// Finds `dev` (e.g. "vda", "mtdblock0"; a leading "/dev/" is ignored) in `/proc/diskstats` text.
@@ -51,7 +55,7 @@ pub fn parse_diskstats(text: &str, dev: &str) -> Option<DiskStat> {
         if f.len() < 10 || f[2] != dev {
             return None;
         }
-        Some(DiskStat { sectors_read: f[5].parse().ok()?, sectors_written: f[9].parse().ok()? })
+        Some(DiskStat { sectors_read: f[5].parse().ok()?, sectors_written: f[9].parse().ok()?, writes: f[7].parse().ok()?, flushes: f.get(18).and_then(|v| v.parse().ok()) })
     })
 }
 
@@ -98,6 +102,12 @@ pub struct WaSample {
     /// From /proc/diskstats: sectors written delta x 512.
     pub diskstats_device_bytes: Option<u64>,
     pub diskstats_wa: Option<f64>,
+    /// From /proc/diskstats: write requests and flush requests completed in the phase (bytes /
+    /// writes = the average write the device saw).
+    #[serde(default)]
+    pub diskstats_writes: Option<u64>,
+    #[serde(default)]
+    pub diskstats_flushes: Option<u64>,
     #[serde(default)]
     pub errors: Vec<String>,
 }
@@ -171,6 +181,8 @@ impl WaConfig {
             let bytes = a.sectors_written.saturating_sub(b.sectors_written) * 512;
             out.diskstats_device_bytes = Some(bytes);
             out.diskstats_wa = write_amplification(app_bytes, bytes as f64);
+            out.diskstats_writes = Some(a.writes.saturating_sub(b.writes));
+            out.diskstats_flushes = a.flushes.zip(b.flushes).map(|(a, b)| a.saturating_sub(b));
         }
         Some(out)
     }
@@ -181,7 +193,7 @@ mod tests {
     use super::*;
 
     const DISKSTATS: &str = "\
- 253       0 vda 1200 10 96000 300 5000 20 80000 900 0 1000 1200 0 0 0 0
+ 253       0 vda 1200 10 96000 300 5000 20 80000 900 0 1000 1200 0 0 0 0 77 5
   31       0 mtdblock0 10 0 80 1 2 0 16 3 0 4 4
 ";
 
@@ -196,8 +208,8 @@ mod tests {
 
     #[test]
     fn diskstats_parse() {
-        assert_eq!(parse_diskstats(DISKSTATS, "vda"), Some(DiskStat { sectors_read: 96000, sectors_written: 80000 }));
-        assert_eq!(parse_diskstats(DISKSTATS, "/dev/mtdblock0"), Some(DiskStat { sectors_read: 80, sectors_written: 16 }));
+        assert_eq!(parse_diskstats(DISKSTATS, "vda"), Some(DiskStat { sectors_read: 96000, sectors_written: 80000, writes: 5000, flushes: Some(77) }));
+        assert_eq!(parse_diskstats(DISKSTATS, "/dev/mtdblock0"), Some(DiskStat { sectors_read: 80, sectors_written: 16, writes: 2, flushes: None }), "a line of an older kernel has no flush count");
         assert_eq!(parse_diskstats(DISKSTATS, "vdb"), None);
         assert_eq!(parse_diskstats("garbage", "vda"), None);
     }
@@ -225,7 +237,7 @@ mod tests {
         };
         let before = cfg.snapshot();
         std::fs::write(&counters, "pages_programmed=110\nerases=3\n").unwrap();
-        std::fs::write(&ds, DISKSTATS.replace("80000", "80400")).unwrap();
+        std::fs::write(&ds, DISKSTATS.replace("80000", "80400").replace(" 5000 ", " 5004 ").replace(" 77 ", " 80 ")).unwrap();
         let after = cfg.snapshot();
         let s = cfg.sample(&before, &after, 102_400).unwrap();
         assert_eq!(s.counter_device_bytes, Some(204_800.0));
@@ -233,6 +245,7 @@ mod tests {
         assert_eq!(s.counters_delta["erases"], 2.0);
         assert_eq!(s.diskstats_device_bytes, Some(400 * 512));
         assert_eq!(s.diskstats_wa, Some(2.0));
+        assert_eq!((s.diskstats_writes, s.diskstats_flushes), (Some(4), Some(3)));
         assert_eq!(s.best(), Some(2.0));
         assert!(s.errors.is_empty(), "{:?}", s.errors);
 

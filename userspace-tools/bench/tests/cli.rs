@@ -166,6 +166,67 @@ fn every_experiment_tiny_then_report() {
 }
 
 #[test]
+fn randwrite_forms_then_report() {
+    let target = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let t = target.path().to_str().unwrap();
+    let o = out.path().to_str().unwrap();
+    let counters = out.path().join("erases.txt");
+    std::fs::write(&counters, "Total numbers of erases: 10\n").unwrap();
+    let c = counters.to_str().unwrap();
+    for label in ["ferrofs-mtdblock", "ext4"] {
+        let cm = ["--out-dir", o, "--label", label, "--no-progress", "--counters-file", c, "--counter-key", "Total numbers of erases", "--diskstats-dev", "nosuchdev"];
+        let form = |extra: &[&str]| run_ok(&[&["randwrite", t, "--file-size", "256k"], extra, &cm[..]].concat());
+        // Three forms over one laid-out file (--keep), then one that lays out its own and cleans up.
+        let s = form(&["--amount", "64k", "--fsync-every", "16", "--keep"]);
+        assert!(s.contains("randwrite-sync16: 16 writes of 4k in a 256k file, 1 fsyncs"), "{s}");
+        form(&["--amount", "128k", "--keep"]);
+        assert!(target.path().join(".ferrofs-bench-randwrite/work.dat").exists(), "--keep leaves the file");
+        form(&["--amount", "40k", "--fsync-every", "1"]);
+        assert_clean(target.path());
+    }
+    let r = json(&out.path().join("ext4-randwrite-sync16.json"));
+    assert_eq!(r["experiment"], "randwrite-sync16");
+    let x = &r["results"];
+    assert_eq!((x["writes"].as_u64(), x["fsyncs"].as_u64(), x["fsync_every"].as_u64()), (Some(16), Some(1), Some(16)));
+    assert_eq!(x["total"]["status"], "ok");
+    assert_eq!(x["total"]["bytes"], 64 * 1024);
+    assert_eq!(x["layout"]["bytes"], 256 * 1024, "the file was written before the timed phase");
+    assert_eq!(x["counter_key"], "Total numbers of erases");
+    assert_eq!(x["counter_per_fsync"], 0.0, "the counter did not move");
+    assert!(x["dirty_bytes"].is_null());
+    let r = json(&out.path().join("ext4-randwrite-buffered.json"));
+    let x = &r["results"];
+    assert_eq!((x["writes"].as_u64(), x["fsyncs"].as_u64()), (Some(32), Some(1)), "buffered: one fsync, at the end");
+    assert!(x["layout"].is_null(), "the kept file was reused");
+    assert!(r["events"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("reused")));
+    let (last, max) = (x["final_fsync_s"].as_f64().unwrap(), x["fsync_latency"]["max_us"].as_f64().unwrap() / 1e6);
+    assert!((last - max).abs() < 1e-9, "the one fsync is the last: {last} vs {max}");
+    let r = json(&out.path().join("ext4-randwrite-sync1.json"));
+    let x = &r["results"];
+    assert_eq!((x["writes"].as_u64(), x["fsyncs"].as_u64()), (Some(10), Some(10)));
+    assert_eq!(x["fsync_latency"]["count"], 10);
+    assert_eq!(x["stopped_by"], "amount");
+
+    // --max-duration stops the writes, and the pending fsync still runs.
+    let cm = ["--out-dir", o, "--label", "capped", "--no-progress"];
+    run_ok(&[&["randwrite", t, "--file-size", "1M", "--amount", "64M", "--fsync-every", "64", "--max-duration", "1ms"], &cm[..]].concat());
+    let x = json(&out.path().join("capped-randwrite-sync64.json"))["results"].clone();
+    assert_eq!(x["stopped_by"], "duration");
+    let (w, f) = (x["writes"].as_u64().unwrap(), x["fsyncs"].as_u64().unwrap());
+    assert!(w >= 1 && w < 16384 && f == w.div_ceil(64), "{x}");
+    assert_clean(target.path());
+
+    let rep = out.path().join("report");
+    run_ok(&["report", o, "--out", rep.to_str().unwrap(), "--reference", "ferrofs-mtdblock", "--no-plots"]);
+    let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
+    for section in ["## randwrite-sync16", "## randwrite-buffered", "## randwrite-sync1\n", "fsync after every 16 writes", "| Metric | ferrofs-mtdblock | ext4 | ferrofs-mtdblock / ext4 |", "| fsyncs | 1.000 | 1.000 | 1.00x |", "| writes | 10.000 | 10.000 | 1.00x |"] {
+        assert!(md.contains(section), "missing {section:?}\n{md}");
+    }
+    assert!(md.lines().any(|l| l.starts_with("| MB/s |")), "{md}");
+}
+
+#[test]
 fn bad_targets_are_errors_not_panics() {
     let out = tempfile::tempdir().unwrap();
     let o = out.path().to_str().unwrap();
@@ -175,6 +236,8 @@ fn bad_targets_are_errors_not_panics() {
         vec!["sweep", "/nonexistent/ferrofs-bench", "--out-dir", o],
         vec!["dirty", file.to_str().unwrap(), "--out-dir", o],
         vec!["latency", "/nonexistent/x", "--out-dir", o],
+        vec!["randwrite", "/nonexistent/x", "--out-dir", o],
+        vec!["randwrite", file.to_str().unwrap(), "--out-dir", o],
         vec!["sweep", "--raw", file.to_str().unwrap(), "--destructive", "--out-dir", o],
         vec!["sweep", "--raw", "/dev/null", "--out-dir", o],
         vec!["report", "/nonexistent/results"],

@@ -7,6 +7,7 @@ pub mod gc;
 pub mod latency;
 pub mod meta;
 pub mod mount;
+pub mod randwrite;
 pub mod raw;
 pub mod sweep;
 
