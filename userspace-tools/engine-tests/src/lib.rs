@@ -3,6 +3,9 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms, missing_docs)]
 
+pub mod crashcheck;
+pub mod snapshot;
+
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, ReadStatus, Timespec};
 
@@ -46,6 +49,47 @@ pub struct RamFlash {
     pub read_error: FlashError,
     /// Whether the planned read failure happened.
     pub read_failed: bool,
+    /// The volatile write cache of a block device (None: every completed write is durable).
+    pub cache: Option<WriteCache>,
+}
+
+/// What a power cut does to the writes a block device's volatile cache holds (those after the
+/// last `flush`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheLoss {
+    /// Every cached write reached the medium.
+    KeepAll,
+    /// None did: the medium is as of the last flush.
+    LoseAll,
+    /// Each 512-byte sector independently holds any of its versions since the last flush (its
+    /// content at the flush or after any of the cached writes to it), drawn from the seed: the
+    /// cache wrote back a reordered subset of the writes, torn at sector granularity.
+    Subset(u64),
+}
+
+/// A volatile write cache: per sector written since the last flush, its versions (the first
+/// one the content at that flush). A power cut leaves each sector at one of them
+/// ([`CacheLoss`]); a flush makes the newest durable.
+#[derive(Clone, Debug)]
+pub struct WriteCache {
+    /// What the next power cut keeps.
+    pub loss: CacheLoss,
+    versions: std::collections::BTreeMap<usize, Vec<Vec<u8>>>,
+}
+
+/// The sector size of the write-cache model.
+pub const CACHE_SECTOR: usize = 512;
+
+impl WriteCache {
+    /// An empty cache that will lose what `loss` says.
+    pub fn new(loss: CacheLoss) -> Self {
+        WriteCache { loss, versions: std::collections::BTreeMap::new() }
+    }
+
+    /// Sectors written since the last flush.
+    pub fn dirty_sectors(&self) -> usize {
+        self.versions.len()
+    }
 }
 
 impl RamFlash {
@@ -75,6 +119,59 @@ impl RamFlash {
             fail_read_in: None,
             read_error: FlashError::Uncorrectable,
             read_failed: false,
+            cache: None,
+        }
+    }
+
+    /// Give this block device a volatile write cache whose contents a power cut loses as
+    /// `loss` says (see [`WriteCache`]). Raw NAND has none: a completed program is durable.
+    pub fn set_write_cache(&mut self, loss: CacheLoss) {
+        assert_eq!(self.geo.kind, FlashKind::Block, "only block devices have a write cache");
+        match self.cache.as_mut() {
+            Some(c) => c.loss = loss,
+            None => self.cache = Some(WriteCache::new(loss)),
+        }
+    }
+
+    /// Cut the power now, between operations (a crash after the last completed operation).
+    pub fn power_cut(&mut self) {
+        self.dead = true;
+    }
+
+    /// Store `src` at byte `at`, keeping the sectors' versions in the write cache.
+    fn store(&mut self, at: usize, src: &[u8]) {
+        if let Some(c) = self.cache.as_mut() {
+            let first = at / CACHE_SECTOR;
+            let last = (at + src.len()).div_ceil(CACHE_SECTOR);
+            for sec in first..last {
+                let r = sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR;
+                c.versions.entry(sec).or_insert_with(|| vec![self.data[r].to_vec()]);
+            }
+            self.data[at..at + src.len()].copy_from_slice(src);
+            for sec in first..last {
+                let r = sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR;
+                c.versions.get_mut(&sec).expect("entered above").push(self.data[r].to_vec());
+            }
+        } else {
+            self.data[at..at + src.len()].copy_from_slice(src);
+        }
+    }
+
+    /// The power is off: leave each cached sector at the version the cache's loss model picks.
+    fn lose_cached(&mut self) {
+        let Some(c) = self.cache.as_mut() else { return };
+        let versions = std::mem::take(&mut c.versions);
+        let mut rng = match c.loss {
+            CacheLoss::Subset(seed) => Some(Rng::new(seed)),
+            _ => None,
+        };
+        for (sec, v) in versions {
+            let pick = match c.loss {
+                CacheLoss::KeepAll => v.len() - 1,
+                CacheLoss::LoseAll => 0,
+                CacheLoss::Subset(_) => rng.as_mut().expect("seeded").below(v.len() as u64) as usize,
+            };
+            self.data[sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR].copy_from_slice(&v[pick]);
         }
     }
 
@@ -107,12 +204,17 @@ impl RamFlash {
         self.data.get(i).is_some_and(|&b| b != 0xFF)
     }
 
-    /// Restore power (after a cut): the medium keeps what was programmed. On a block device
+    /// Restore power (after a cut): the medium keeps what was programmed, less what the write
+    /// cache (if any) loses: each sector written since the last flush is left at the version
+    /// the cache's [`CacheLoss`] picks. On a block device
     /// the write positions are forgotten, as `BlockSim::reboot` does: a block device has no
     /// write pointer, and the first write of a segment after a power cycle may start anywhere
     /// (a mount closes the tail a head left, from where its recovery found the end, over a
     /// fill the cut interrupted).
     pub fn power_on(&mut self) {
+        if self.dead {
+            self.lose_cached();
+        }
         self.dead = false;
         self.cut_in = None;
         if self.geo.kind == FlashKind::Block {
@@ -195,10 +297,10 @@ impl Flash for RamFlash {
             let keep = (self.writes as usize % (units + 1)) * wu as usize;
             let half = (wu as usize / 2).min(buf.len() - keep);
             let end = (keep + half).min(buf.len());
-            self.data[r.start..r.start + end].copy_from_slice(&buf[..end]);
+            self.store(r.start, &buf[..end]);
             return Err(FlashError::PowerCut);
         }
-        self.data[r].copy_from_slice(buf);
+        self.store(r.start, buf);
         self.wp[seg as usize] = offset + buf.len() as u32;
         self.programmed += buf.len() as u64;
         self.writes += 1;
@@ -241,6 +343,9 @@ impl Flash for RamFlash {
     fn flush(&mut self) -> Result<(), FlashError> {
         if self.dead {
             return Err(FlashError::PowerCut);
+        }
+        if let Some(c) = self.cache.as_mut() {
+            c.versions.clear();
         }
         Ok(())
     }
@@ -804,27 +909,24 @@ pub mod crashload {
         v
     }
 
-    /// A write interrupted by a cut is not atomic: each byte may be old or new, and the size may be
-    /// the old or the new one.
+    /// A write interrupted by a cut is not atomic, but each 4 KiB block is, the blocks reach the
+    /// log in order, and the size follows the data ([`crate::crashcheck::partial_content`]):
+    /// the written file shows a prefix of the write's blocks new, with the old size or a size
+    /// covering only new blocks; everything else is as before.
     pub fn partial_write_ok(before: &State, after: &State, got: &State, op: Option<&Op>) -> bool {
-        let Some(Op::Write(..)) = op else { return false };
+        let Some(Op::Write(_, off, len, _)) = op else { return false };
         if before.keys().ne(got.keys()) {
             return false;
         }
-        for (k, g) in got {
+        let w = crate::crashcheck::WriteShape { ino: 0, off: *off, end: off + *len as u64, intermediate: true };
+        got.iter().all(|(k, g)| {
             let (b, a) = (&before[k], &after[k]);
-            if g.len() != b.len() && g.len() != a.len() {
-                return false;
+            if b == a {
+                return g == b;
             }
-            for (i, x) in g.iter().enumerate() {
-                let ob = b.get(i).copied().unwrap_or(0);
-                let nb = a.get(i).copied().unwrap_or(0);
-                if *x != ob && *x != nb {
-                    return false;
-                }
-            }
-        }
-        true
+            let (old_ok, new_ok) = crate::crashcheck::partial_content(b, a, g, &w);
+            old_ok || new_ok
+        })
     }
 
     /// Whether `got` is an acceptable state after `done` completed phases of `ops`.
