@@ -8,6 +8,7 @@ pub mod snapshot;
 
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, ReadStatus, Timespec};
+pub use ferrofs_flashsim::{CacheLoss, WriteCache};
 
 /// The engine over [`RamFlash`].
 pub type Fs = Engine<StdPlatform, RamFlash>;
@@ -49,47 +50,9 @@ pub struct RamFlash {
     pub read_error: FlashError,
     /// Whether the planned read failure happened.
     pub read_failed: bool,
-    /// The volatile write cache of a block device (None: every completed write is durable).
-    pub cache: Option<WriteCache>,
-}
-
-/// What a power cut does to the writes a block device's volatile cache holds (those after the
-/// last `flush`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheLoss {
-    /// Every cached write reached the medium.
-    KeepAll,
-    /// None did: the medium is as of the last flush.
-    LoseAll,
-    /// Each 512-byte sector independently holds any of its versions since the last flush (its
-    /// content at the flush or after any of the cached writes to it), drawn from the seed: the
-    /// cache wrote back a reordered subset of the writes, torn at sector granularity.
-    Subset(u64),
-}
-
-/// A volatile write cache: per sector written since the last flush, its versions (the first
-/// one the content at that flush). A power cut leaves each sector at one of them
-/// ([`CacheLoss`]); a flush makes the newest durable.
-#[derive(Clone, Debug)]
-pub struct WriteCache {
-    /// What the next power cut keeps.
-    pub loss: CacheLoss,
-    versions: std::collections::BTreeMap<usize, Vec<Vec<u8>>>,
-}
-
-/// The sector size of the write-cache model.
-pub const CACHE_SECTOR: usize = 512;
-
-impl WriteCache {
-    /// An empty cache that will lose what `loss` says.
-    pub fn new(loss: CacheLoss) -> Self {
-        WriteCache { loss, versions: std::collections::BTreeMap::new() }
-    }
-
-    /// Sectors written since the last flush.
-    pub fn dirty_sectors(&self) -> usize {
-        self.versions.len()
-    }
+    /// The volatile write cache of a block device and what a power cut loses of it (None:
+    /// every completed write is durable).
+    pub cache: Option<(WriteCache, CacheLoss)>,
 }
 
 impl RamFlash {
@@ -123,13 +86,13 @@ impl RamFlash {
         }
     }
 
-    /// Give this block device a volatile write cache whose contents a power cut loses as
-    /// `loss` says (see [`WriteCache`]). Raw NAND has none: a completed program is durable.
+    /// Give this block device a volatile write cache (sectors of 512 bytes) whose contents a
+    /// power cut loses as `loss` says. Raw NAND has none: a completed program is durable.
     pub fn set_write_cache(&mut self, loss: CacheLoss) {
         assert_eq!(self.geo.kind, FlashKind::Block, "only block devices have a write cache");
         match self.cache.as_mut() {
-            Some(c) => c.loss = loss,
-            None => self.cache = Some(WriteCache::new(loss)),
+            Some(c) => c.1 = loss,
+            None => self.cache = Some((WriteCache::new(512), loss)),
         }
     }
 
@@ -138,40 +101,10 @@ impl RamFlash {
         self.dead = true;
     }
 
-    /// Store `src` at byte `at`, keeping the sectors' versions in the write cache.
     fn store(&mut self, at: usize, src: &[u8]) {
-        if let Some(c) = self.cache.as_mut() {
-            let first = at / CACHE_SECTOR;
-            let last = (at + src.len()).div_ceil(CACHE_SECTOR);
-            for sec in first..last {
-                let r = sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR;
-                c.versions.entry(sec).or_insert_with(|| vec![self.data[r].to_vec()]);
-            }
-            self.data[at..at + src.len()].copy_from_slice(src);
-            for sec in first..last {
-                let r = sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR;
-                c.versions.get_mut(&sec).expect("entered above").push(self.data[r].to_vec());
-            }
-        } else {
-            self.data[at..at + src.len()].copy_from_slice(src);
-        }
-    }
-
-    /// The power is off: leave each cached sector at the version the cache's loss model picks.
-    fn lose_cached(&mut self) {
-        let Some(c) = self.cache.as_mut() else { return };
-        let versions = std::mem::take(&mut c.versions);
-        let mut rng = match c.loss {
-            CacheLoss::Subset(seed) => Some(Rng::new(seed)),
-            _ => None,
-        };
-        for (sec, v) in versions {
-            let pick = match c.loss {
-                CacheLoss::KeepAll => v.len() - 1,
-                CacheLoss::LoseAll => 0,
-                CacheLoss::Subset(_) => rng.as_mut().expect("seeded").below(v.len() as u64) as usize,
-            };
-            self.data[sec * CACHE_SECTOR..(sec + 1) * CACHE_SECTOR].copy_from_slice(&v[pick]);
+        match self.cache.as_mut() {
+            Some((c, _)) => c.write(&mut self.data, at, src),
+            None => self.data[at..at + src.len()].copy_from_slice(src),
         }
     }
 
@@ -205,15 +138,14 @@ impl RamFlash {
     }
 
     /// Restore power (after a cut): the medium keeps what was programmed, less what the write
-    /// cache (if any) loses: each sector written since the last flush is left at the version
-    /// the cache's [`CacheLoss`] picks. On a block device
+    /// cache (if any) loses of the writes since the last flush ([`CacheLoss`]). On a block device
     /// the write positions are forgotten, as `BlockSim::reboot` does: a block device has no
     /// write pointer, and the first write of a segment after a power cycle may start anywhere
     /// (a mount closes the tail a head left, from where its recovery found the end, over a
     /// fill the cut interrupted).
     pub fn power_on(&mut self) {
-        if self.dead {
-            self.lose_cached();
+        if let (true, Some((c, loss))) = (self.dead, self.cache.as_mut()) {
+            c.power_loss(&mut self.data, *loss);
         }
         self.dead = false;
         self.cut_in = None;
@@ -344,8 +276,8 @@ impl Flash for RamFlash {
         if self.dead {
             return Err(FlashError::PowerCut);
         }
-        if let Some(c) = self.cache.as_mut() {
-            c.versions.clear();
+        if let Some((c, _)) = self.cache.as_mut() {
+            c.flush();
         }
         Ok(())
     }

@@ -426,6 +426,11 @@ fn run_with_cut(tpl: &RamFlash, ops: &[Op], cut: Option<u64>, tear: bool, loss: 
     (fs.into_flash(), done, dead)
 }
 
+/// Whether a cut medium's write cache held writes when the power went.
+fn cached(f: &RamFlash) -> bool {
+    f.cache.as_ref().is_some_and(|(c, _)| !c.is_empty())
+}
+
 /// The model's view of a snapshot: file contents, `user.x`, directories.
 fn project(s: &Snap) -> State {
     let mut st = State::new();
@@ -506,6 +511,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
     };
     let mut checked = 0u64;
     let mut recovery = 0u64;
+    let mut with_cache = 0u64;
     let mut failures = Vec::new();
     let mut kinds = BTreeMap::new();
     for w in 0..workloads {
@@ -553,6 +559,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
                         break;
                     }
                     happened = true;
+                    with_cache += u64::from(cached(&f));
                     match check_after_cut(&cc, f, done) {
                         Ok(n) => {
                             checked += 1;
@@ -574,8 +581,10 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
         }
     }
     let all = checked + recovery;
-    println!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads, {recovery} in the recoveries), {} failures", failures.len());
-    eprintln!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads, {recovery} in the recoveries), {} failures; operations: {kinds:?}", failures.len());
+    let cache = if block { format!(", {with_cache} with writes in the cache") } else { String::new() };
+    println!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures", failures.len());
+    eprintln!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures; operations: {kinds:?}", failures.len());
+    assert!(!block || with_cache * 2 > checked, "only {with_cache} of {checked} cuts found writes in the cache");
     for f in failures.iter().take(10) {
         eprintln!("{f}");
     }

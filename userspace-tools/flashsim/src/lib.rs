@@ -59,6 +59,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod block;
+pub mod cache;
 pub mod counters;
 pub mod device;
 pub mod error;
@@ -68,6 +69,7 @@ pub mod power;
 pub mod rng;
 
 pub use block::{BlockConfig, BlockSim, DiscardMode};
+pub use cache::{CacheLoss, WriteCache};
 pub use counters::Counters;
 pub use device::{BlockDevice, BlockDeviceOptions, MtdDevice};
 pub use error::{Error, Result};
