@@ -671,8 +671,8 @@ fn workloads(base: &Model) -> [Vec<Workload>; 3] {
 // ------------------------------------------------------------------------------ checking
 
 /// The states of the uninterrupted run (checked against the model) and the partial writes.
-fn oracle(tpl: &RamFlash, base: &Model, st: &[Step]) -> Result<Oracle, String> {
-    let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+fn oracle(tpl: &RamFlash, base: &Model, st: &[Step], opts: MountOptions) -> Result<Oracle, String> {
+    let mut fs = Fs::mount(tpl.clone(), opts).map_err(|e| e.0).unwrap();
     let mut m = base.clone();
     let mut o = Oracle { states: vec![snapshot(&mut fs)?], ..Default::default() };
     for (i, step) in st.iter().enumerate() {
@@ -706,8 +706,8 @@ fn device_ops(f: &RamFlash) -> u64 {
 
 /// Run `st` with a cut after `cut` device operations; the medium, the steps completed and the
 /// device operations of the steps.
-fn run_cut(tpl: &RamFlash, st: &[Step], cut: Option<u64>, tear: bool, loss: Option<CacheLoss>) -> (RamFlash, usize, u64) {
-    let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+fn run_cut(tpl: &RamFlash, st: &[Step], cut: Option<u64>, tear: bool, loss: Option<CacheLoss>, opts: MountOptions) -> (RamFlash, usize, u64) {
+    let mut fs = Fs::mount(tpl.clone(), opts).map_err(|e| e.0).unwrap();
     let start = device_ops(fs.flash());
     fs.flash().cut_in = cut;
     fs.flash().tear = tear;
@@ -736,6 +736,8 @@ struct Plan {
     recovery_every: u64,
     /// A block device with a write cache (otherwise NAND).
     block: bool,
+    /// The mount options of every mount.
+    opts: MountOptions,
 }
 
 #[derive(Default)]
@@ -757,7 +759,7 @@ fn loss_for(i: u64) -> CacheLoss {
 /// Every cut point of workload `w` (number `n`).
 fn check_workload(tpl: &RamFlash, base: &Model, w: &Workload, n: u64, plan: Plan, t: &mut Tally) {
     let st = steps(w);
-    let o = match oracle(tpl, base, &st) {
+    let o = match oracle(tpl, base, &st, plan.opts) {
         Ok(o) => o,
         Err(e) => {
             t.failures.push(format!("{w:?}: uninterrupted run: {e}"));
@@ -765,10 +767,10 @@ fn check_workload(tpl: &RamFlash, base: &Model, w: &Workload, n: u64, plan: Plan
         }
     };
     t.workloads += 1;
-    let cc = CutCheck { opts: opts(), oracle: &o, recovery_cuts: false };
+    let cc = CutCheck { opts: plan.opts, oracle: &o, recovery_cuts: false };
     let loss = |i: u64| plan.block.then(|| loss_for(i));
     // a crash right after the last step
-    let (mut f, done, total) = run_cut(tpl, &st, None, true, loss(n));
+    let (mut f, done, total) = run_cut(tpl, &st, None, true, loss(n), plan.opts);
     assert_eq!(done, st.len());
     f.power_cut();
     match check_after_cut(&cc, f, done) {
@@ -780,7 +782,7 @@ fn check_workload(tpl: &RamFlash, base: &Model, w: &Workload, n: u64, plan: Plan
         let tear = (cut / plan.stride + n) % 2 == 1;
         let recovery = plan.recovery_every != 0 && (i + n) % plan.recovery_every == 0;
         let cc = CutCheck { recovery_cuts: recovery, ..cc.clone() };
-        let (f, done, _) = run_cut(tpl, &st, Some(cut), tear, loss(n + i));
+        let (f, done, _) = run_cut(tpl, &st, Some(cut), tear, loss(n + i), plan.opts);
         assert!(f.dead, "{w:?}: no cut at {cut} of {total}");
         match check_after_cut(&cc, f, done) {
             Ok(k) => {
@@ -851,31 +853,54 @@ fn base_model(tpl: &RamFlash) -> Model {
     Model::from_snap(&snapshot(&mut fs).unwrap())
 }
 
-/// The ACE workloads on NAND: every cut point of all one-, two- and three-operation workloads
-/// with `FERROFS_CRASH_FULL` (every 8th with its recovery cut at every device operation); in
-/// `cargo test` every one-operation workload at every other cut point and every 211th two- and
-/// 1499th three-operation workload.
+/// The samples `cargo test` takes: every `n`-th two- and three-operation workload.
+const SAMPLE_TWO: usize = 13;
+const SAMPLE_THREE: usize = 97;
+
+/// The ACE workloads on NAND (32 KiB segments of 512-byte pages): with `FERROFS_CRASH_FULL`
+/// every cut point of every one-, two- and three-operation workload, every 8th with its recovery
+/// cut at each of its device operations; `cargo test`: every cut point of every one-operation
+/// workload and of every 13th two- and 97th three-operation one, every 8th recovery.
 #[test]
 fn ace_workloads_nand() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     let tpl = template();
     let base = base_model(&tpl);
     let [one, two, three] = workloads(&base);
-    let (plan, two, three) = if full {
-        (Plan { stride: 1, recovery_every: 8, block: false }, two, three)
-    } else {
-        (Plan { stride: 2, recovery_every: 16, block: false }, sample(&two, 211, 7), sample(&three, 1499, 3))
-    };
+    let plan = Plan { stride: 1, recovery_every: 8, block: false, opts: opts() };
+    let (two, three) = if full { (two, three) } else { (sample(&two, SAMPLE_TWO, 7), sample(&three, SAMPLE_THREE, 3)) };
     let t1 = run_all(&tpl, &base, &one, plan);
     let t2 = run_all(&tpl, &base, &two, plan);
     let t3 = run_all(&tpl, &base, &three, plan);
     report("crash enumeration (ACE, NAND)", &[("seq-1", t1), ("seq-2", t2), ("seq-3", t3)]);
 }
 
+/// The same with a checkpoint bound of 4 KiB of log: most operations checkpoint, and a
+/// multi-block `write` checkpoints between its blocks, writing an inode record for the blocks
+/// written so far. Full: every one- and two-operation workload; `cargo test`: every one-operation
+/// workload and every 53rd two-operation one, every other cut point.
+#[test]
+fn ace_workloads_nand_checkpoint_inside_operations() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    let tpl = template();
+    let base = base_model(&tpl);
+    let [one, two, _] = workloads(&base);
+    let opts = MountOptions { checkpoint_log_bytes: 4096, ..opts() };
+    let (plan, two) = if full {
+        (Plan { stride: 1, recovery_every: 16, block: false, opts }, two)
+    } else {
+        (Plan { stride: 2, recovery_every: 16, block: false, opts }, sample(&two, 53, 11))
+    };
+    let t1 = run_all(&tpl, &base, &one, plan);
+    let t2 = run_all(&tpl, &base, &two, plan);
+    report("crash enumeration (ACE, NAND, 4 KiB checkpoint bound)", &[("seq-1", t1), ("seq-2", t2)]);
+}
+
 /// The ACE workloads on a block device (4 KiB blocks, 64 KiB units, at most 2 segments open)
-/// with a volatile write cache that loses a subset of the writes since the last flush at each
-/// cut: every one-operation workload, every 7th two-operation one (all of them with
-/// `FERROFS_CRASH_FULL`); `cargo test` every other cut point of a sample.
+/// with a volatile write cache that keeps, at each cut, all, none or a random subset of the
+/// writes since the last flush (`flashsim::WriteCache`): every one- and two-operation workload
+/// with `FERROFS_CRASH_FULL` (every 16th with recovery cuts); `cargo test` every other cut point
+/// of the one-operation workloads and of every 61st two-operation one.
 #[test]
 fn ace_workloads_block_write_cache() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
@@ -884,10 +909,10 @@ fn ace_workloads_block_write_cache() {
     assert_eq!(tpl.geometry().kind, FlashKind::Block);
     let base = base_model(&tpl);
     let [one, two, _] = workloads(&base);
-    let (plan, one, two) = if full {
-        (Plan { stride: 1, recovery_every: 16, block: true }, one, two)
+    let (plan, two) = if full {
+        (Plan { stride: 1, recovery_every: 16, block: true, opts: opts() }, two)
     } else {
-        (Plan { stride: 2, recovery_every: 0, block: true }, sample(&one, 3, 1), sample(&two, 997, 5))
+        (Plan { stride: 2, recovery_every: 0, block: true, opts: opts() }, sample(&two, 61, 5))
     };
     let t1 = run_all(&tpl, &base, &one, plan);
     let t2 = run_all(&tpl, &base, &two, plan);
@@ -905,11 +930,14 @@ fn ace_generator_covers_every_operation_and_persistence() {
     let kind = |op: &AOp| format!("{op:?}").split('(').next().unwrap().to_string();
     let kinds: BTreeSet<String> = ops().iter().map(kind).collect();
     assert_eq!(kinds.len(), 17, "{kinds:?}");
-    for set in [&one, &sample(&two, 211, 7)] {
+    // what cargo test runs: every kind of operation, every persistence variant
+    let (two_s, three_s) = (sample(&two, SAMPLE_TWO, 7), sample(&three, SAMPLE_THREE, 3));
+    for (i, set) in [&one, &two_s, &three_s].into_iter().enumerate() {
         let seen: BTreeSet<String> = set.iter().flat_map(|w| w.iter().map(|(op, _)| kind(op))).collect();
-        assert_eq!(seen, kinds, "operations missing");
+        let want: BTreeSet<String> = if i < 2 { kinds.clone() } else { ops3().iter().map(kind).collect() };
+        assert_eq!(seen, want, "operations missing in set {i}");
         let ps: BTreeSet<String> = set.iter().flat_map(|w| w.iter().map(|(_, p)| format!("{p:?}"))).collect();
-        assert_eq!(ps.len(), 5, "persistence variants: {ps:?}");
+        assert_eq!(ps.len(), 5, "persistence variants in set {i}: {ps:?}");
     }
     // every operation instance is checked: alone, or after one that makes it valid
     for op in ops() {

@@ -926,8 +926,8 @@ fn crash_enumeration_full_device() {
             cut += stride;
         }
     }
-    println!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
-    eprintln!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
+    println!("crash enumeration (full device): 16 workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("crash enumeration (full device): 16 workloads, {checked} cut points checked, {} failures", failures.len());
     let mut kinds: BTreeMap<String, u32> = BTreeMap::new();
     for f in &failures {
         let k = f.split(": ").nth(1).unwrap_or("").chars().take(40).collect::<String>();
@@ -1026,7 +1026,8 @@ fn mount_after_crash_at_the_deletion_floor() {
             failures.push(format!("cut {cut}: {e}"));
         }
     }
-    eprintln!("deletion floor: {checked} cut points, {} failures", failures.len());
+    println!("crash enumeration (deletion floor): 1 workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("crash enumeration (deletion floor): 1 workloads, {checked} cut points checked, {} failures", failures.len());
     for f in failures.iter().take(10) {
         eprintln!("{f}");
     }
