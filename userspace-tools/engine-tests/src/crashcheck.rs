@@ -14,7 +14,7 @@
 //!   old one only over new blocks (the size follows the data), with the new times.
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Error, MountOptions, ROOT_INO};
+use ferrofs_engine::{CreateArgs, Engine, Error, MountOptions, Platform, ROOT_INO};
 
 use crate::snapshot::{diff, snapshot, Obj, Snap};
 use crate::{Fs, RamFlash};
@@ -220,10 +220,7 @@ fn recover(cc: &CutCheck<'_>, f: RamFlash, done: usize, keep_writing: bool) -> R
     if limit != 0 && fs.stats().max_open_segments > u64::from(limit) {
         return Err(format!("the mount had {} segments open (limit {limit})", fs.stats().max_open_segments));
     }
-    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-    if r.problems != 0 {
-        return Err(format!("fsck: {r:?}"));
-    }
+    fsck_clean(&mut fs)?;
     let got = snapshot(&mut fs)?;
     let k = cc.oracle.check(done, &got).map_err(|e| format!("after {done} operations: {e}"))?;
     if keep_writing {
@@ -248,21 +245,35 @@ fn keep_writing(cc: &CutCheck<'_>, mut fs: Fs) -> Result<(), String> {
     f.power_cut();
     f.power_on();
     let mut fs = Fs::mount(f, cc.opts).map_err(|(e, _)| format!("mount after the fsync and a crash: {e:?}"))?;
-    let got = snapshot(&mut fs)?;
-    if got != live {
-        return Err(format!("after the fsync and a crash: {:?}", diff(&live, &got)));
-    }
-    let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
-    let mut fs = Fs::mount(f, cc.opts).map_err(|(e, _)| format!("mount after a clean unmount: {e:?}"))?;
+    expect_state(&mut fs, &live).map_err(|e| format!("after the fsync and a crash: {e}"))?;
+    let mut fs = clean_remount(fs, cc.opts)?;
+    expect_state(&mut fs, &live).map_err(|e| format!("after a clean unmount: {e}"))
+}
+
+/// Fsck must find nothing.
+pub fn fsck_clean<P: Platform>(fs: &mut Engine<P, RamFlash>) -> Result<(), String> {
     let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
     if r.problems != 0 {
-        return Err(format!("fsck after a clean unmount: {r:?}"));
-    }
-    let got = snapshot(&mut fs)?;
-    if got != live {
-        return Err(format!("after a clean unmount: {:?}", diff(&live, &got)));
+        return Err(format!("fsck: {r:?}"));
     }
     Ok(())
+}
+
+/// The whole visible state must be `want`.
+pub fn expect_state<P: Platform>(fs: &mut Engine<P, RamFlash>, want: &Snap) -> Result<(), String> {
+    let got = snapshot(fs)?;
+    if got != *want {
+        return Err(format!("{:?}", diff(want, &got)));
+    }
+    Ok(())
+}
+
+/// Unmount cleanly, mount again (on the standard platform) and check it with fsck.
+pub fn clean_remount<P: Platform>(fs: Engine<P, RamFlash>, opts: MountOptions) -> Result<Fs, String> {
+    let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
+    let mut fs = Fs::mount(f, opts).map_err(|(e, _)| format!("mount after a clean unmount: {e:?}"))?;
+    fsck_clean(&mut fs).map_err(|e| format!("after a clean unmount: {e}"))?;
+    Ok(fs)
 }
 
 #[cfg(test)]

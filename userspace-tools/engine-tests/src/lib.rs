@@ -841,31 +841,27 @@ pub mod crashload {
         v
     }
 
-    /// A write interrupted by a cut is not atomic, but each 4 KiB block is, the blocks reach the
-    /// log in order, and the size follows the data ([`crate::crashcheck::partial_content`]):
-    /// the written file shows a prefix of the write's blocks new, with the old size or a size
-    /// covering only new blocks; everything else is as before.
-    pub fn partial_write_ok(before: &State, after: &State, got: &State, op: Option<&Op>) -> bool {
-        let Some(Op::Write(_, off, len, _)) = op else { return false };
-        if before.keys().ne(got.keys()) {
-            return false;
+    /// The shared oracle ([`crate::crashcheck::Oracle`]) of `ops` run on `fs` without a cut:
+    /// the snapshot after each phase (every attribute; each checked against the model's state
+    /// `all[k]`), every phase a persistence point (it ends with fsync or a checkpoint), and an
+    /// interrupted `Write` may be partly done.
+    pub fn live_oracle<F: Flash>(mut fs: Engine<StdPlatform, F>, ops: &[Op], all: &[State]) -> crate::crashcheck::Oracle {
+        use crate::crashcheck::{Oracle, WriteShape};
+        use crate::snapshot::snapshot;
+        let mut o = Oracle { states: vec![snapshot(&mut fs).unwrap()], ..Default::default() };
+        for (i, op) in ops.iter().enumerate() {
+            let before = o.states.last().unwrap();
+            o.partial.push(match op {
+                Op::Write(p, off, len, _) => Some(WriteShape { ino: before.names[&format!("/{p}")], off: *off, end: off + *len as u64, intermediate: true }),
+                _ => None,
+            });
+            o.persists.push(true);
+            apply_fs(&mut fs, op, i as i64 + 10).unwrap();
+            let got = read_state(&mut fs);
+            assert!(got == all[i + 1], "phase {i} {op:?}: the engine differs from the model: {:?}", diff(&all[i + 1], &got));
+            o.states.push(snapshot(&mut fs).unwrap());
         }
-        let w = crate::crashcheck::WriteShape { ino: 0, off: *off, end: off + *len as u64, intermediate: true };
-        got.iter().all(|(k, g)| {
-            let (b, a) = (&before[k], &after[k]);
-            if b == a {
-                return g == b;
-            }
-            let (old_ok, new_ok) = crate::crashcheck::partial_content(b, a, g, &w);
-            old_ok || new_ok
-        })
-    }
-
-    /// Whether `got` is an acceptable state after `done` completed phases of `ops`.
-    pub fn acceptable(all: &[State], ops: &[Op], done: usize, got: &State) -> bool {
-        *got == all[done]
-            || all.get(done + 1).is_some_and(|s| s == got)
-            || all.get(done + 1).is_some_and(|s| partial_write_ok(&all[done], s, got, ops.get(done)))
+        o
     }
 
     /// Human-readable differences between two states.

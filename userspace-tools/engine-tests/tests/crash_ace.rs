@@ -27,9 +27,13 @@
 //! non-empty directory, ...) is not generated; the states of the uninterrupted run are checked
 //! against the model (names, link identity, type, mode, uid, gid, nlink, size, content, xattrs).
 //!
-//! `cargo test` runs every one-operation workload (every other cut point) and a deterministic
-//! sample of the longer ones; `FERROFS_CRASH_FULL=1` (`make crash-full`) runs all of them, with
-//! every cut point and recovery cuts.
+//! Three media: NAND (32 KiB segments of 512-byte pages), the same with a 4 KiB checkpoint bound
+//! (checkpoints inside operations, and inside a long `write`), and a block device with at most 2
+//! segments open and a volatile write cache (at each cut all, none or a random subset of the
+//! writes since the last flush reach the medium). `cargo test` runs every one-operation workload
+//! and a deterministic sample of the longer ones that still has every kind of operation and every
+//! persistence variant; `FERROFS_CRASH_FULL=1` (`make crash-full`) runs all of them at every cut
+//! point, with recovery cuts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
