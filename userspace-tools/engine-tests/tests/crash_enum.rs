@@ -500,7 +500,7 @@ fn loss_for(i: u64) -> CacheLoss {
 }
 
 fn enumerate(full: bool) {
-    enumerate_on(full, template(), 2, 4, WORKLOADS, "crash enumeration");
+    enumerate_on(full, template(), 2, 4, WORKLOADS, "crash enumeration (random workloads, NAND)");
 }
 
 /// Every `stride`-th cut point of each workload (all of them when `full`), every
@@ -604,7 +604,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
 #[test]
 fn crash_enumeration_block_open_segments_2() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
-    enumerate_on(full, template_block(), 2, 16, WORKLOADS, "crash enumeration (block, 2 open segments)");
+    enumerate_on(full, template_block(), 2, 16, WORKLOADS, "crash enumeration (random workloads, block, 2 open segments)");
 }
 
 #[test]
