@@ -3,21 +3,27 @@
 //! For each workload (a short sequence of operations with fsync/sync among them: creates,
 //! writes, overwrites, truncates, renames incl. RENAME_EXCHANGE, hard links, unlinks of open
 //! files, xattrs, mkdir/rmdir), power is cut after every device operation in turn, once with the
-//! interrupted write dropped and once with it torn (whole units, then half a unit); the medium is
-//! remounted, the engine's fsck must find nothing, every file fsync'd since the last sync must be
-//! intact, and the visible tree must equal a state the workload passed through since the last
-//! completed sync (an interrupted write may leave each byte old or new).
+//! interrupted write dropped and once with it torn (whole units, then half a unit); then the
+//! shared oracle (`ferrofs_engine_tests::crashcheck`): the medium is remounted, the engine's fsck
+//! must find nothing, the whole visible state (every attribute) must equal a state the workload
+//! passed through since the last completed fsync or sync, or the interrupted write partly done
+//! (whole blocks, a prefix, the size only over new blocks), and the filesystem must keep working
+//! (new work survives a crash and a remount); some cut points also cut the recovery at each of
+//! its device operations. On the block device a volatile write cache loses all, none or a random
+//! subset of the writes since the last flush at each cut.
 //!
 //! `cargo test` checks every workload with a subset of the cut points (every
 //! `FERROFS_CRASH_STRIDE`-th, default 2, at a per-workload offset, both tear modes);
-//! `make crash-full` (`FERROFS_CRASH_FULL=1 cargo test --release --test crash_enum`) checks all.
+//! `make crash-full` (`FERROFS_CRASH_FULL=1`) checks all of them, each with its recovery cuts.
 
 use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Engine, Error, FlashError, FlashKind, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, FlashKind, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
 use ferrofs_engine_tests::failalloc::{self, FailFs};
+use ferrofs_engine_tests::crashcheck::{check_after_cut, clean_remount, expect_state, CutCheck, Oracle, WriteShape};
 use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
+use ferrofs_engine_tests::snapshot::{diff as snap_diff, snapshot, Snap};
 use ferrofs_engine_tests::*;
 
 /// Number of distinct workloads.
@@ -399,12 +405,16 @@ fn template_on(f: RamFlash) -> RamFlash {
     fs.unmount().map_err(|e| e.0).unwrap()
 }
 
-/// Run `ops` with a cut after `cut` device operations. Returns the medium, the number of
-/// completed operations and whether the cut happened.
-fn run_with_cut(tpl: &RamFlash, ops: &[Op], cut: Option<u64>, tear: bool) -> (RamFlash, usize, bool) {
+/// Run `ops` with a cut after `cut` device operations (`loss`: the block device's write
+/// cache, lost at the cut as it says). Returns the medium, the number of completed operations
+/// and whether the cut happened.
+fn run_with_cut(tpl: &RamFlash, ops: &[Op], cut: Option<u64>, tear: bool, loss: Option<CacheLoss>) -> (RamFlash, usize, bool) {
     let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
     fs.flash().cut_in = cut;
     fs.flash().tear = tear;
+    if let Some(l) = loss {
+        fs.flash().set_write_cache(l);
+    }
     let mut open = None;
     let mut done = 0;
     for (i, op) in ops.iter().enumerate() {
@@ -420,79 +430,92 @@ fn run_with_cut(tpl: &RamFlash, ops: &[Op], cut: Option<u64>, tear: bool) -> (Ra
     (fs.into_flash(), done, dead)
 }
 
-fn partial_write_ok(before: &State, after: &State, got: &State) -> bool {
-    if before.keys().ne(got.keys()) {
-        return false;
-    }
-    got.iter().all(|(k, g)| {
-        let (b, a) = (&before[k], &after[k]);
-        (g.len() == b.len() || g.len() == a.len())
-            && g.iter().enumerate().all(|(i, x)| *x == b.get(i).copied().unwrap_or(0) || *x == a.get(i).copied().unwrap_or(0))
-    })
+/// Whether a cut medium's write cache held writes when the power went.
+fn cached(f: &RamFlash) -> bool {
+    f.cache.as_ref().is_some_and(|(c, _)| !c.is_empty())
 }
 
-/// Check the recovered state; returns a description of the failure.
-fn verify(states: &[State], ops: &[Op], done: usize, got: &State) -> Result<(), String> {
-    // the last completed sync: nothing before it may be lost
-    let lo = ops[..done].iter().rposition(|o| matches!(o, Op::Sync)).map_or(0, |p| p + 1);
-    let hi = (done + 1).min(states.len() - 1);
-    // a state after k operations, where the k-th may be a write that is partly on the medium
-    // (a write is atomic per 4 KiB block only: each byte old or new, the size old or new)
-    let matched: Vec<usize> = (lo..=hi)
-        .filter(|&k| {
-            states[k] == *got
-                || (k > 0 && matches!(ops[k - 1], Op::Write(..) | Op::WriteOpen(..)) && partial_write_ok(&states[k - 1], &states[k], got))
-        })
-        .collect();
-    if matched.is_empty() {
-        return Err(format!(
-            "state matches none of the states {lo}..={hi} (after the last sync); vs the state after {done} ops: {:?}",
-            diff(&states[done], got)
-        ));
-    }
-    // every file fsync'd since the last sync is intact (as of the fsync, or a later state)
-    for (j, op) in ops[..done].iter().enumerate().skip(lo) {
-        if let Op::Fsync(p) = op {
-            let ok = matched.iter().any(|&k| k > j) || (got.get(p) == states[j + 1].get(p) && got.get(&format!("{p}@x")) == states[j + 1].get(&format!("{p}@x")));
-            if !ok {
-                return Err(format!("{p}, fsync'd by op {j}, is not intact"));
-            }
+/// The model's view of a snapshot: file contents, `user.x`, directories.
+fn project(s: &Snap) -> State {
+    let mut st = State::new();
+    for (p, ino) in &s.names {
+        let Some(p) = p.strip_prefix('/').filter(|p| !p.is_empty()) else { continue };
+        let o = &s.objs[ino];
+        if o.inode.is_dir() {
+            st.insert(format!("{p}/"), Vec::new());
+            continue;
+        }
+        st.insert(p.to_string(), o.data.clone());
+        if let Some(x) = o.xattrs.get(&b"user.x"[..]) {
+            st.insert(format!("{p}@x"), x.clone());
         }
     }
-    Ok(())
+    st
 }
 
-fn check_cut(tpl: &RamFlash, ops: &[Op], states: &[State], cut: u64, tear: bool) -> Result<bool, String> {
-    let (mut f, done, was_cut) = run_with_cut(tpl, ops, Some(cut), tear);
-    if !was_cut {
-        return Ok(false);
+/// The states of an uninterrupted run of `ops` (snapshots after each operation, checked
+/// against the model), and what a cut may leave of each operation.
+fn oracle(tpl: &RamFlash, ops: &[Op], model_states: &[State]) -> Oracle {
+    let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
+    let mut open = None;
+    let mut o = Oracle { states: vec![snapshot(&mut fs).unwrap()], ..Default::default() };
+    for (i, op) in ops.iter().enumerate() {
+        let before = o.states.last().unwrap();
+        o.partial.push(match op {
+            Op::Write(p, off, len, _) => Some(WriteShape { ino: before.names[&format!("/{p}")], off: *off, end: off + *len as u64, intermediate: true }),
+            _ => None,
+        });
+        o.persists.push(matches!(op, Op::Fsync(_) | Op::Sync));
+        run_op(&mut fs, op, &mut open, 10 + i as i64).unwrap();
+        let s = snapshot(&mut fs).unwrap();
+        assert!(project(&s) == model_states[i + 1], "op {i} {op:?}: the engine differs from the model: {:?}\n{ops:?}", diff(&model_states[i + 1], &project(&s)));
+        o.states.push(s);
     }
-    f.power_on();
-    let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
-    let (limit, _) = fs.open_segment_limit();
-    if limit != 0 && fs.stats().max_open_segments > u64::from(limit) {
-        return Err(format!("the mount had {} segments open (limit {limit})", fs.stats().max_open_segments));
+    o
+}
+
+/// The model's states of workload `ops` from the template's contents.
+fn model_states(base: &State, ops: &[Op]) -> Vec<State> {
+    let mut m = Model::default();
+    for (k, v) in base {
+        m.next += 1;
+        m.files.insert(m.next, (v.clone(), None));
+        m.paths.insert(k.clone(), m.next);
     }
-    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-    if r.problems != 0 {
-        return Err(format!("fsck: {r:?}"));
+    let mut states = vec![m.state()];
+    for o in ops {
+        m.apply(o);
+        states.push(m.state());
     }
-    let got = read_state(&mut fs);
-    verify(states, ops, done, &got).map_err(|e| format!("after {done} ops: {e}"))?;
-    Ok(true)
+    states
+}
+
+/// The write-cache loss of cut `i` of a workload on a block device.
+fn loss_for(i: u64) -> CacheLoss {
+    match i % 3 {
+        0 => CacheLoss::Subset(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed),
+        1 => CacheLoss::LoseAll,
+        _ => CacheLoss::KeepAll,
+    }
 }
 
 fn enumerate(full: bool) {
-    enumerate_on(full, template(), 2, WORKLOADS, "crash enumeration");
+    enumerate_on(full, template(), 2, 4, WORKLOADS, "crash enumeration (random workloads, NAND)");
 }
 
-fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, workloads: u64, label: &str) {
+/// Every `stride`-th cut point of each workload (all of them when `full`), every
+/// `recovery_every`-th of those (all when `full`) with every device operation of the recovery
+/// cut in turn too.
+fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: u64, workloads: u64, label: &str) {
     let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(default_stride).max(1);
+    let block = tpl.geometry().kind == FlashKind::Block;
     let base = {
         let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
         read_state(&mut fs)
     };
     let mut checked = 0u64;
+    let mut recovery = 0u64;
+    let mut with_cache = 0u64;
     let mut failures = Vec::new();
     let mut kinds = BTreeMap::new();
     for w in 0..workloads {
@@ -500,59 +523,72 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, workloads: u64, 
         for o in &ops {
             *kinds.entry(format!("{o:?}").split('(').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
         }
-        // the model's states, from the template's visible state
-        let mut m = Model::default();
-        for (k, v) in &base {
-            m.next += 1;
-            m.files.insert(m.next, (v.clone(), None));
-            m.paths.insert(k.clone(), m.next);
-        }
-        let mut states = vec![m.state()];
-        for o in &ops {
-            m.apply(o);
-            states.push(m.state());
-        }
-        // the uninterrupted run reaches the final state
-        let (f, done, cut) = run_with_cut(&tpl, &ops, None, true);
+        let o = oracle(&tpl, &ops, &model_states(&base, &ops));
+        let cc = CutCheck { opts: opts(), oracle: &o, recovery_cuts: false };
+        // the uninterrupted run, then a crash right after the last operation (a block
+        // device's cache losing what it may)
+        let (f, done, cut) = run_with_cut(&tpl, &ops, None, true, block.then(|| loss_for(w)));
         assert!(!cut && done == ops.len());
-        {
-            // a crash right after the last operation
-            let mut fs = Fs::mount(f.clone(), opts()).map_err(|e| e.0).unwrap();
-            let got = read_state(&mut fs);
-            if let Err(e) = verify(&states, &ops, ops.len(), &got) {
-                panic!("workload {w}: crash after the last operation: {e}\n{ops:?}");
-            }
+        let mut g = f.clone();
+        g.power_cut();
+        if let Err(e) = check_after_cut(&cc, g, ops.len()) {
+            panic!("workload {w}: crash after the last operation: {e}\n{ops:?}");
         }
         let total = f.writes + f.erases.iter().map(|&e| u64::from(e)).sum::<u64>() - tpl.writes - tpl.erases.iter().map(|&e| u64::from(e)).sum::<u64>();
         {
             let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
             let mut open = None;
-            for (i, o) in ops.iter().enumerate() {
-                run_op(&mut fs, o, &mut open, 10 + i as i64).unwrap();
+            for (i, op) in ops.iter().enumerate() {
+                run_op(&mut fs, op, &mut open, 10 + i as i64).unwrap();
             }
             let mut fs = Fs::mount(fs.unmount().map_err(|e| e.0).unwrap(), opts()).map_err(|e| e.0).unwrap();
-            let got = read_state(&mut fs);
-            let exp = states.last().unwrap();
-            assert!(got == *exp, "workload {w}: state after a clean unmount: {:?}\n{ops:?}", diff(exp, &got));
+            let got = snapshot(&mut fs).unwrap();
+            let exp = o.states.last().unwrap();
+            assert!(got == *exp, "workload {w}: state after a clean unmount: {:?}\n{ops:?}", snap_diff(exp, &got));
         }
         for tear in [false, true] {
             let mut cut = if full { 0 } else { (w + u64::from(tear) * 3) % stride };
+            let mut i = 0u64;
             loop {
-                match check_cut(&tpl, &ops, &states, cut, tear) {
-                    Ok(true) => checked += 1,
-                    Ok(false) => break,
-                    Err(e) => {
-                        checked += 1;
-                        failures.push(format!("workload {w} cut {cut} tear {tear}: {e}\n  ops: {ops:?}"));
+                let cc = CutCheck { recovery_cuts: full || (i + w) % recovery_every == 0, ..cc.clone() };
+                let losses: Vec<Option<CacheLoss>> = match (block, full) {
+                    (false, _) => vec![None],
+                    (true, false) => vec![Some(loss_for(i + w))],
+                    (true, true) => (0..3).map(|k| Some(loss_for(i * 3 + k))).collect(),
+                };
+                let mut happened = false;
+                for loss in losses {
+                    let (f, done, was_cut) = run_with_cut(&tpl, &ops, Some(cut), tear, loss);
+                    if !was_cut {
+                        break;
+                    }
+                    happened = true;
+                    with_cache += u64::from(cached(&f));
+                    match check_after_cut(&cc, f, done) {
+                        Ok(n) => {
+                            checked += 1;
+                            recovery += n - 1;
+                        }
+                        Err(e) => {
+                            checked += 1;
+                            failures.push(format!("workload {w} cut {cut} tear {tear} cache {loss:?}: {e}\n  ops: {ops:?}"));
+                        }
                     }
                 }
+                if !happened {
+                    break;
+                }
                 cut += if full { 1 } else { stride };
+                i += 1;
                 assert!(cut < total + 1000, "workload {w}: the cut never happened");
             }
         }
     }
-    println!("{label}: {workloads} workloads, {checked} cut points checked, {} failures", failures.len());
-    eprintln!("{label}: {workloads} workloads, {checked} cut points checked, {} failures; operations: {kinds:?}", failures.len());
+    let all = checked + recovery;
+    let cache = if block { format!(", {with_cache} with writes in the cache") } else { String::new() };
+    println!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures", failures.len());
+    eprintln!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures; operations: {kinds:?}", failures.len());
+    assert!(!block || with_cache * 2 > checked, "only {with_cache} of {checked} cuts found writes in the cache");
     for f in failures.iter().take(10) {
         eprintln!("{f}");
     }
@@ -561,12 +597,14 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, workloads: u64, 
 
 /// The same workloads on a block device with the default open-segment limit (2: every record
 /// in one head, segments closed by writing them to their end, the mount closing the tails the
-/// cut left): every other cut point (`FERROFS_CRASH_FULL`: all), and no mount after a cut has
-/// more than 2 segments open.
+/// cut left) with a volatile write cache (at each cut the writes since the last flush are kept,
+/// lost, or a random subset of their sectors kept: `loss_for`): every other cut point
+/// (`FERROFS_CRASH_FULL`: all, each with the three losses), and no mount after a cut has more
+/// than 2 segments open.
 #[test]
 fn crash_enumeration_block_open_segments_2() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
-    enumerate_on(full, template_block(), 2, WORKLOADS, "crash enumeration (block, 2 open segments)");
+    enumerate_on(full, template_block(), 2, 16, WORKLOADS, "crash enumeration (random workloads, block, 2 open segments)");
 }
 
 #[test]
@@ -611,7 +649,8 @@ fn composite(op: &Op) -> bool {
 
 /// Run the workload on the failing platform with failure `n` of kind `inj` planned. Returns
 /// None when the failure never happened (n is past the workload's last allocation or read).
-fn check_injection(tpl: &RamFlash, ops: &[Op], states: &[State], inj: Inject, n: u64) -> Option<Result<(), String>> {
+fn check_injection(tpl: &RamFlash, ops: &[Op], o: &Oracle, inj: Inject, n: u64) -> Option<Result<(), String>> {
+    let states = &o.states;
     let mut fs = FailFs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
     failalloc::any_growth(inj == Inject::Growth);
     match inj {
@@ -645,21 +684,12 @@ fn check_injection(tpl: &RamFlash, ops: &[Op], states: &[State], inj: Inject, n:
         match failed_at {
             None => {
                 // the failure was absorbed (e.g. by the GC): the run completed
-                let got = read_state(&mut fs);
+                let got = snapshot(&mut fs)?;
                 if got != *states.last().unwrap() {
-                    return Err(format!("no operation failed, but the state differs: {:?}", diff(states.last().unwrap(), &got)));
+                    return Err(format!("no operation failed, but the state differs: {:?}", snap_diff(states.last().unwrap(), &got)));
                 }
-                let f = fs.unmount().map_err(|(e, _)| format!("unmount: {e:?}"))?;
-                let mut fs = Fs::mount(f, opts()).map_err(|(e, _)| format!("remount: {e:?}"))?;
-                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-                if r.problems != 0 {
-                    return Err(format!("fsck: {r:?}"));
-                }
-                let got = read_state(&mut fs);
-                if got != *states.last().unwrap() {
-                    return Err(format!("after remount: {:?}", diff(states.last().unwrap(), &got)));
-                }
-                Ok(())
+                let mut fs = clean_remount(fs, opts())?;
+                expect_state(&mut fs, states.last().unwrap()).map_err(|e| format!("after remount: {e}"))
             }
             Some((k, e)) => {
                 let op = &ops[k];
@@ -680,27 +710,18 @@ fn check_injection(tpl: &RamFlash, ops: &[Op], states: &[State], inj: Inject, n:
                     if r.problems != 0 {
                         return Err(format!("op {k} {op:?} failed with {e:?}, fail-stop; fsck after remount: {r:?}"));
                     }
-                    let got = read_state(&mut fs);
-                    return verify(states, ops, k, &got).map_err(|m| format!("op {k} {op:?} failed with {e:?}, fail-stop; after remount: {m}"));
+                    let got = snapshot(&mut fs)?;
+                    return o.check(k, &got).map(|_| ()).map_err(|m| format!("op {k} {op:?} failed with {e:?}, fail-stop; after remount: {m}"));
                 }
                 // still writable: the operation changed nothing (or, for a composite one, did
                 // its first engine call only)
-                let got = read_state(&mut fs);
+                let got = snapshot(&mut fs)?;
                 let ok = got == states[k] || (composite(op) && got == states[k + 1]);
                 if !ok {
-                    return Err(format!("op {k} {op:?} failed with {e:?}, the engine still writes, but the state changed: {:?}", diff(&states[k], &got)));
+                    return Err(format!("op {k} {op:?} failed with {e:?}, the engine still writes, but the state changed: {:?}", snap_diff(&states[k], &got)));
                 }
-                let f = fs.unmount().map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; unmount: {e2:?}"))?;
-                let mut fs = Fs::mount(f, opts()).map_err(|(e2, _)| format!("op {k} {op:?} failed with {e:?}; remount: {e2:?}"))?;
-                let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-                if r.problems != 0 {
-                    return Err(format!("op {k} {op:?} failed with {e:?}; fsck after remount: {r:?}"));
-                }
-                let after = read_state(&mut fs);
-                if after != got {
-                    return Err(format!("op {k} {op:?} failed with {e:?}; the remount differs: {:?}", diff(&got, &after)));
-                }
-                Ok(())
+                let mut fs = clean_remount(fs, opts()).map_err(|e2| format!("op {k} {op:?} failed with {e:?}; {e2}"))?;
+                expect_state(&mut fs, &got).map_err(|e2| format!("op {k} {op:?} failed with {e:?}; the remount differs: {e2}"))
             }
         }
     })();
@@ -718,21 +739,11 @@ fn enumerate_injections(full: bool) {
     let mut failures = Vec::new();
     for w in 0..WORKLOADS {
         let ops = workload(w);
-        let mut m = Model::default();
-        for (k, v) in &base {
-            m.next += 1;
-            m.files.insert(m.next, (v.clone(), None));
-            m.paths.insert(k.clone(), m.next);
-        }
-        let mut states = vec![m.state()];
-        for o in &ops {
-            m.apply(o);
-            states.push(m.state());
-        }
+        let o = oracle(&tpl, &ops, &model_states(&base, &ops));
         for inj in [Inject::Alloc, Inject::Growth, Inject::ReadUncorrectable, Inject::ReadIo] {
             let mut n = if full { 0 } else { (w * 3 + inj as u64) % stride };
             loop {
-                match check_injection(&tpl, &ops, &states, inj, n) {
+                match check_injection(&tpl, &ops, &o, inj, n) {
                     None => break,
                     Some(r) => {
                         *checked.entry(format!("{inj:?}")).or_insert(0u64) += 1;
@@ -857,20 +868,10 @@ fn crash_enumeration_full_device() {
     let mut failures = Vec::new();
     for w in 0..16u64 {
         let ops = workload_full(w, files);
-        let mut m = Model::default();
-        for (k, v) in &base {
-            m.next += 1;
-            m.files.insert(m.next, (v.clone(), None));
-            m.paths.insert(k.clone(), m.next);
-        }
-        let mut states = vec![m.state()];
-        for o in &ops {
-            m.apply(o);
-            states.push(m.state());
-        }
+        let o = oracle(&tpl, &ops, &model_states(&base, &ops));
         let mut cut = w % stride;
         loop {
-            let (mut f, done, was_cut) = run_with_cut(&tpl, &ops, Some(cut), cut % 2 == 0);
+            let (mut f, done, was_cut) = run_with_cut(&tpl, &ops, Some(cut), cut % 2 == 0, None);
             if !was_cut {
                 break;
             }
@@ -885,9 +886,10 @@ fn crash_enumeration_full_device() {
                 if r.problems != 0 {
                     return Err(format!("fsck: {r:?}"));
                 }
-                let got = read_state(&mut fs);
-                verify(&states, &ops, done, &got).map_err(|e| format!("after {done} ops: {e}"))?;
+                let got = snapshot(&mut fs)?;
+                o.check(done, &got).map_err(|e| format!("after {done} ops: {e}"))?;
                 // keep going: a deletion, then a write into the space it freed
+                let got = project(&got);
                 let victim = got.keys().find(|k| !k.contains('@') && !k.ends_with('/')).cloned().ok_or("no file left")?;
                 let vino = fs.lookup(ROOT_INO, victim.as_bytes()).map_err(|e| format!("lookup: {e:?}"))?.ino;
                 fs.unlink(ROOT_INO, victim.as_bytes(), ts(50)).map_err(|e| format!("unlink after remount: {e:?}"))?;
@@ -910,8 +912,8 @@ fn crash_enumeration_full_device() {
             cut += stride;
         }
     }
-    println!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
-    eprintln!("full-device crash enumeration: {checked} cut points checked, {} failures", failures.len());
+    println!("crash enumeration (full device): 16 workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("crash enumeration (full device): 16 workloads, {checked} cut points checked, {} failures", failures.len());
     let mut kinds: BTreeMap<String, u32> = BTreeMap::new();
     for f in &failures {
         let k = f.split(": ").nth(1).unwrap_or("").chars().take(40).collect::<String>();
@@ -1010,7 +1012,8 @@ fn mount_after_crash_at_the_deletion_floor() {
             failures.push(format!("cut {cut}: {e}"));
         }
     }
-    eprintln!("deletion floor: {checked} cut points, {} failures", failures.len());
+    println!("crash enumeration (deletion floor): 1 workloads, {checked} cut points checked, {} failures", failures.len());
+    eprintln!("crash enumeration (deletion floor): 1 workloads, {checked} cut points checked, {} failures", failures.len());
     for f in failures.iter().take(10) {
         eprintln!("{f}");
     }

@@ -5,7 +5,9 @@
 
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::{CreateArgs, FlashKind, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::crashcheck::Oracle;
 use ferrofs_engine_tests::crashload::*;
+use ferrofs_engine_tests::snapshot::snapshot;
 use ferrofs_engine_tests::*;
 
 fn opts() -> MountOptions {
@@ -46,7 +48,7 @@ fn run_with_cut(tpl: &RamFlash, ops: &[Op], n: Option<u64>) -> (RamFlash, usize,
     (fs.into_flash(), done, cut)
 }
 
-fn check_recovered(mut f: RamFlash, done: usize, all: &[State], ops: &[Op], label: &str, second_cut: Option<u64>) {
+fn check_recovered(mut f: RamFlash, done: usize, o: &Oracle, label: &str, second_cut: Option<u64>) {
     f.power_on();
     if let Some(m) = second_cut {
         // cut again during recovery
@@ -66,9 +68,9 @@ fn check_recovered(mut f: RamFlash, done: usize, all: &[State], ops: &[Op], labe
         Err((e, _)) => panic!("{label}: mount failed: {e:?}"),
     };
     assert_consistent(&mut fs);
-    let got = read_state(&mut fs);
-    if !acceptable(all, ops, done, &got) {
-        panic!("{label}: state after {done} phases does not match: {:?}", diff(&all[done], &got));
+    let got = snapshot(&mut fs).unwrap();
+    if let Err(e) = o.check(done, &got) {
+        panic!("{label}: state after {done} phases: {e}");
     }
     // the recovered filesystem keeps working
     let f2 = fs.create(ROOT_INO, b"after-recovery", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1000)).unwrap();
@@ -85,7 +87,7 @@ fn enumerate(kind: FlashKind, seed: u64) {
         let mut fs = Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
         read_state(&mut fs)
     };
-    let all = states(&base, &ops);
+    let o = live_oracle(Fs::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap(), &ops, &states(&base, &ops));
     if std::env::var("PC_DEBUG").is_ok() {
         for (i, o) in ops.iter().enumerate() {
             eprintln!("{i}: {o:?}");
@@ -105,7 +107,7 @@ fn enumerate(kind: FlashKind, seed: u64) {
             break;
         }
         let second = if n % 7 == 3 { Some(n % 11) } else { None };
-        check_recovered(f, done, &all, &ops, &format!("cut at {n}"), second);
+        check_recovered(f, done, &o, &format!("cut at {n}"), second);
         runs += 1;
         n += 1;
     }

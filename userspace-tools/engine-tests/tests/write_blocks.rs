@@ -6,13 +6,16 @@
 //!   reserved `write_blocks` succeeds, other operations get `NoSpace` while reservations are
 //!   held, deletions still work;
 //! - `write_blocks` content and size semantics, errors, one inode record per call, remount;
-//! - a crash enumeration over write-back workloads: after a cut each block holds an old or a
-//!   new content, the on-flash size never covers a block not written, and everything written
-//!   before the last fsync/sync is intact.
+//! - a crash enumeration over write-back workloads (the shared oracle, `crashcheck`): after a
+//!   cut each block holds its old or its new content, the new ones a prefix of the batch, the
+//!   on-flash size never covers a block not written, everything written before the last
+//!   fsync/sync is intact, and the filesystem keeps working.
 #![allow(clippy::needless_range_loop)]
 
 use ferrofs_engine::format::{S_IFREG, BLOCK_SIZE};
 use ferrofs_engine::{Budget, CreateArgs, Error, MountOptions, SetAttr, Timespec, ROOT_INO};
+use ferrofs_engine_tests::crashcheck::{check_after_cut, CutCheck, Oracle, WriteShape};
+use ferrofs_engine_tests::snapshot::{diff, snapshot};
 use ferrofs_engine_tests::*;
 
 const BS: usize = BLOCK_SIZE as usize;
@@ -539,35 +542,46 @@ fn run_wop(fs: &mut Fs, budget: &Budget, inos: &[u64; FILES], op: &WOp, t: i64) 
     }
 }
 
-/// The recovered file `f` against the model states `states[0..=inflight]` (state k = after k
-/// operations), `durable` = index of the state the last completed fsync of `f` or sync made
-/// durable.
-fn check_file(states: &[[FileModel; FILES]], f: usize, durable: usize, inflight: usize, got: &[u8]) -> Result<(), String> {
-    let size = got.len() as u64;
-    // the size is one the file had at or after the durable point
-    let ks: Vec<usize> = (durable..=inflight).filter(|&k| states[k][f].size == size).collect();
-    let Some(&k) = ks.first() else {
-        let seen: Vec<u64> = (durable..=inflight).map(|k| states[k][f].size).collect();
-        return Err(format!("size {size} is none of the sizes since the durable point {seen:?}"));
-    };
-    // each block: the content of a state at or after the one whose size was recovered (so
-    // every block written before that inode record, and everything durable, is there)
-    for (blk, chunk) in got.chunks(BS).enumerate() {
-        let ok = (k..=inflight).any(|j| {
-            let v = states[j][f].blocks.get(blk).map(|v| v.as_slice()).unwrap_or(&[]);
-            chunk.iter().enumerate().all(|(i, &x)| x == v.get(i).copied().unwrap_or(0))
-        });
-        if !ok {
-            return Err(format!(
-                "block {blk} (size {size}, state {k}..={inflight}) holds {:?}.. which no state had",
-                &chunk[..chunk.len().min(4)]
-            ));
-        }
+/// The model's content of file `f` in state `m`.
+fn model_content(m: &[FileModel; FILES], f: usize) -> Vec<u8> {
+    let fm = &m[f];
+    let mut v = vec![0u8; fm.size as usize];
+    for (blk, b) in fm.blocks.iter().enumerate() {
+        let at = blk * BS;
+        let n = b.len().min(v.len().saturating_sub(at));
+        v[at..at + n].copy_from_slice(&b[..n]);
     }
-    Ok(())
+    v
 }
 
-fn wcheck_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], states: &[[FileModel; FILES]], cut: u64, tear: bool) -> Result<bool, String> {
+/// The states of an uninterrupted run (snapshots, checked against the model) and the shape of
+/// each write-back.
+fn woracle(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp]) -> Oracle {
+    let mut fs = Fs::mount(tpl.clone(), wopts()).map_err(|e| e.0).unwrap();
+    let budget = Budget::new();
+    let mut m: [FileModel; FILES] = Default::default();
+    let mut o = Oracle { states: vec![snapshot(&mut fs).unwrap()], ..Default::default() };
+    for (i, op) in ops.iter().enumerate() {
+        o.partial.push(match op {
+            WOp::Wb { f, first, n, last, .. } => {
+                Some(WriteShape { ino: inos[*f], off: *first * BS as u64, end: (*first + *n as u64 - 1) * BS as u64 + *last as u64, intermediate: false })
+            }
+            _ => None,
+        });
+        o.persists.push(!matches!(op, WOp::Wb { .. }));
+        run_wop(&mut fs, &budget, inos, op, 10 + i as i64).unwrap();
+        apply_model(&mut m, op);
+        for f in 0..FILES {
+            assert!(read_all(&mut fs, inos[f]) == model_content(&m, f), "op {i} {op:?}: file {f} differs from the model\n{ops:?}");
+        }
+        o.states.push(snapshot(&mut fs).unwrap());
+    }
+    o
+}
+
+/// Run `ops` with a cut after `cut` device operations; the medium and the operations done, or
+/// None when the run ended before the cut.
+fn wrun_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], cut: u64, tear: bool) -> Option<(RamFlash, usize)> {
     let mut fs = Fs::mount(tpl.clone(), wopts()).map_err(|e| e.0).unwrap();
     fs.flash().cut_in = Some(cut);
     fs.flash().tear = tear;
@@ -577,32 +591,20 @@ fn wcheck_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], states: &[[FileM
         match run_wop(&mut fs, &budget, inos, op, 10 + i as i64) {
             Ok(()) => done += 1,
             Err(e) => {
-                if !fs.flash().dead {
-                    return Err(format!("op {i} {op:?} failed without a power cut: {e:?}"));
-                }
+                assert!(fs.flash().dead, "op {i} {op:?} failed without a power cut: {e:?}");
                 break;
             }
         }
     }
-    if !fs.flash().dead {
-        return Ok(false);
-    }
-    let mut f = fs.into_flash();
-    f.power_on();
-    let mut fs = Fs::mount(f, wopts()).map_err(|(e, _)| format!("mount failed: {e:?}"))?;
-    let r = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-    if r.problems != 0 {
-        return Err(format!("fsck: {r:?}"));
-    }
-    let inflight = (done + 1).min(ops.len());
-    for f in 0..FILES {
-        let durable = ops[..done].iter().rposition(|o| matches!(o, WOp::Sync) || matches!(o, WOp::Fsync(x) if *x == f)).map_or(0, |p| p + 1);
-        let got = read_all(&mut fs, inos[f]);
-        check_file(states, f, durable, inflight, &got).map_err(|e| format!("after {done} ops, file {f}: {e}"))?;
-    }
-    Ok(true)
+    let f = fs.into_flash();
+    f.dead.then_some((f, done))
 }
 
+/// Every cut point of 24 write-back workloads (batches of up to 16 blocks, checkpoints and
+/// segment switches inside them), checked with the shared oracle: each block old or new, the
+/// new ones a prefix of the batch, the size old or the batch's (never over unwritten blocks),
+/// everything before the last fsync/sync intact, every attribute compared; then the recovered
+/// filesystem keeps writing, and every 8th cut also cuts its recovery.
 #[test]
 fn crash_enumeration_write_blocks() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
@@ -610,51 +612,43 @@ fn crash_enumeration_write_blocks() {
     let (tpl, inos) = wtemplate();
     let workloads = 24u64;
     let mut checked = 0u64;
+    let mut recovery = 0u64;
     let mut failures = Vec::new();
     for w in 0..workloads {
         let ops = wworkload(w);
-        let mut m: [FileModel; FILES] = Default::default();
-        let mut states = vec![m.clone()];
-        for o in &ops {
-            apply_model(&mut m, o);
-            states.push(m.clone());
-        }
-        // uninterrupted: the final state, also after a crash right at the end (after a final
-        // sync everything is there)
+        let o = woracle(&tpl, &inos, &ops);
+        let cc = CutCheck { opts: wopts(), oracle: &o, recovery_cuts: false };
+        // uninterrupted, then a crash after a final sync: everything is there
         {
             let mut fs = Fs::mount(tpl.clone(), wopts()).map_err(|e| e.0).unwrap();
             let budget = Budget::new();
-            for (i, o) in ops.iter().enumerate() {
-                run_wop(&mut fs, &budget, &inos, o, 10 + i as i64).unwrap();
-            }
-            for f in 0..FILES {
-                let got = read_all(&mut fs, inos[f]);
-                check_file(&states, f, ops.len(), ops.len(), &got).unwrap_or_else(|e| panic!("workload {w}: live state: {e}"));
+            for (i, op) in ops.iter().enumerate() {
+                run_wop(&mut fs, &budget, &inos, op, 10 + i as i64).unwrap();
             }
             fs.sync().unwrap();
             let mut fs = crash_remount_with(fs);
-            for f in 0..FILES {
-                let got = read_all(&mut fs, inos[f]);
-                check_file(&states, f, ops.len(), ops.len(), &got).unwrap_or_else(|e| panic!("workload {w}: after sync+crash: {e}"));
-            }
+            let got = snapshot(&mut fs).unwrap();
+            assert!(got == *o.states.last().unwrap(), "workload {w}: after sync+crash: {:?}", diff(o.states.last().unwrap(), &got));
         }
         for tear in [false, true] {
             let mut cut = if full { 0 } else { (w + u64::from(tear)) % stride };
-            loop {
-                match wcheck_cut(&tpl, &inos, &ops, &states, cut, tear) {
-                    Ok(true) => checked += 1,
-                    Ok(false) => break,
-                    Err(e) => {
-                        checked += 1;
-                        failures.push(format!("workload {w} cut {cut} tear {tear}: {e}\n  ops: {ops:?}"));
-                    }
+            let mut i = 0u64;
+            while let Some((f, done)) = wrun_cut(&tpl, &inos, &ops, cut, tear) {
+                let cc = CutCheck { recovery_cuts: full || (i + w) % 8 == 0, ..cc.clone() };
+                checked += 1;
+                match check_after_cut(&cc, f, done) {
+                    Ok(n) => recovery += n - 1,
+                    Err(e) => failures.push(format!("workload {w} cut {cut} tear {tear}: {e}\n  ops: {ops:?}")),
                 }
                 cut += if full { 1 } else { stride };
+                i += 1;
                 assert!(cut < 100_000, "workload {w}: the cut never happened");
             }
         }
     }
-    eprintln!("write_blocks crash enumeration: {workloads} workloads, {checked} cut points, {} failures", failures.len());
+    let all = checked + recovery;
+    println!("crash enumeration (write-back batches): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
+    eprintln!("crash enumeration (write-back batches): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
     for f in failures.iter().take(8) {
         eprintln!("{f}");
     }

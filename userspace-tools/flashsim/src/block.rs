@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
 
+use crate::cache::{CacheLoss, WriteCache};
 use crate::counters::{Counters, Reject};
 use crate::error::{Error, Result};
 use crate::power::{CutEffect, CutPlan, Gate, Op, OpKind, OpLog, Power, TornFill};
@@ -47,8 +48,10 @@ pub struct BlockConfig {
     pub enforce_sequential: bool,
     /// Granularity of torn writes: a torn write keeps a multiple of this many bytes. Default 512.
     pub sector_size: u32,
-    /// Model a volatile write cache: at a power cut, a random number of the most recent writes
-    /// and discards not yet covered by a `flush` are lost. Default false.
+    /// Model a volatile write cache: at a power cut, the writes and discards not yet covered by
+    /// a `flush` reach the medium as a random, reordered subset torn at sector granularity: each
+    /// sector they touched holds, independently, its content at the last flush or after any
+    /// one of them. Default false.
     pub volatile_cache: bool,
     /// Seed of the generator behind torn writes and cache losses.
     pub seed: u64,
@@ -120,12 +123,6 @@ pub(crate) fn block_geometry(write_unit: u32, segment_size: u32, segment_count: 
     Ok(Geometry { kind: FlashKind::Block, segment_size, segment_count, write_unit, preferred_write })
 }
 
-/// An undo record of the volatile write cache.
-#[derive(Debug, Clone)]
-struct Undo {
-    at: usize,
-    old: Vec<u8>,
-}
 
 /// An in-memory block device implementing [`Flash`] with `FlashKind::Block`.
 ///
@@ -157,7 +154,7 @@ pub struct BlockSim {
     enforce_sequential: bool,
     sector: u32,
     ftl_open: Vec<(u32, u32)>,
-    cache: Option<Vec<Undo>>,
+    cache: Option<WriteCache>,
     /// (segment, write unit) whose reads fail until the unit is written again.
     read_errors: BTreeSet<(u32, u32)>,
     /// Segments whose writes fail.
@@ -190,7 +187,7 @@ impl BlockSim {
             enforce_sequential: config.enforce_sequential,
             sector: config.sector_size,
             ftl_open: Vec::new(),
-            cache: if config.volatile_cache { Some(Vec::new()) } else { None },
+            cache: if config.volatile_cache { Some(WriteCache::new(config.sector_size as usize)) } else { None },
             read_errors: BTreeSet::new(),
             write_errors: BTreeSet::new(),
             power: Power::default(),
@@ -260,7 +257,7 @@ impl BlockSim {
 
     /// Turns the volatile write-cache model on or off (turning it on starts with an empty cache).
     pub fn set_volatile_cache(&mut self, on: bool) {
-        self.cache = if on { Some(Vec::new()) } else { None };
+        self.cache = if on { Some(WriteCache::new(self.sector as usize)) } else { None };
     }
 
     /// A snapshot of the counters.
@@ -390,17 +387,7 @@ impl BlockSim {
     fn on_cut(&mut self) {
         self.counters.power_cuts += 1;
         if let Some(cache) = self.cache.as_mut() {
-            let entries = std::mem::take(cache);
-            let lost = self.rng.below(entries.len() as u64 + 1) as usize;
-            for u in entries.iter().rev().take(lost) {
-                self.data[u.at..u.at + u.old.len()].copy_from_slice(&u.old);
-            }
-        }
-    }
-
-    fn remember(&mut self, at: usize, len: usize) {
-        if let Some(cache) = self.cache.as_mut() {
-            cache.push(Undo { at, old: self.data[at..at + len].to_vec() });
+            cache.power_loss(&mut self.data, CacheLoss::Subset(self.rng.next_u64()));
         }
     }
 
@@ -457,17 +444,19 @@ impl BlockSim {
     }
 
     fn store(&mut self, at: usize, src: &[u8]) {
-        self.remember(at, src.len());
-        self.data[at..at + src.len()].copy_from_slice(src);
+        match self.cache.as_mut() {
+            Some(c) => c.write(&mut self.data, at, src),
+            None => self.data[at..at + src.len()].copy_from_slice(src),
+        }
     }
 
     fn discard_range(&mut self, at: usize, len: usize) {
-        self.remember(at, len);
-        match self.discard {
-            DiscardMode::Zeroes => self.data[at..at + len].fill(0),
-            DiscardMode::Ones => self.data[at..at + len].fill(0xFF),
-            DiscardMode::Stale => {}
-        }
+        let fill = match self.discard {
+            DiscardMode::Zeroes => 0,
+            DiscardMode::Ones => 0xFF,
+            DiscardMode::Stale => return,
+        };
+        self.store(at, &vec![fill; len]);
     }
 
     fn do_read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> std::result::Result<ReadStatus, FlashError> {
@@ -601,7 +590,7 @@ impl BlockSim {
         match self.power.gate(OpKind::Flush) {
             Gate::Go => {
                 if let Some(c) = self.cache.as_mut() {
-                    c.clear();
+                    c.flush();
                 }
                 self.counters.flushes += 1;
                 Ok(())
@@ -609,7 +598,7 @@ impl BlockSim {
             Gate::Cut(effect) => {
                 if effect == CutEffect::Done {
                     if let Some(c) = self.cache.as_mut() {
-                        c.clear();
+                        c.flush();
                     }
                 }
                 self.on_cut();

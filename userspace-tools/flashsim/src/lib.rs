@@ -6,7 +6,9 @@
 //! - [`NandSim`]: in-memory raw NAND with real rules (program erased pages only, in order, once;
 //!   bad blocks; weak/grave pages; bit-flips; power cuts with torn operations).
 //! - [`BlockSim`]: in-memory block device with allocation units, the sequential-write rules of the
-//!   block backend, discard semantics, a cheap-FTL cost model and power cuts.
+//!   block backend, discard semantics, a cheap-FTL cost model and power cuts, optionally with a
+//!   volatile write cache ([`WriteCache`]: a cut keeps a reordered subset of the writes since the
+//!   last flush, torn at sector granularity).
 //! - [`image`]: save/load of a simulator to a self-describing image file, and [`ImageFlash`]
 //!   over a plain raw image (a `nanddump` without OOB, or a block image).
 //! - [`device`]: [`MtdDevice`] over `/dev/mtdN` and [`BlockDevice`] over a block device or file.
@@ -59,6 +61,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod block;
+pub mod cache;
 pub mod counters;
 pub mod device;
 pub mod error;
@@ -68,6 +71,7 @@ pub mod power;
 pub mod rng;
 
 pub use block::{BlockConfig, BlockSim, DiscardMode};
+pub use cache::{CacheLoss, WriteCache};
 pub use counters::Counters;
 pub use device::{BlockDevice, BlockDeviceOptions, MtdDevice};
 pub use error::{Error, Result};

@@ -1,5 +1,6 @@
 //! Runs the binary end to end on scratch filesystems: tmpfs mounts of our own when root
-//! (ENOSPC needs a small filesystem), else /dev/shm subdirectories (ENOSPC skipped).
+//! (ENOSPC needs a small filesystem), else /dev/shm subdirectories; the checks that need root
+//! (ENOSPC, ext4, the suite as another user) fail without it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -221,10 +222,7 @@ fn posix_on_tmpfs() {
 
 #[test]
 fn posix_on_ext4() {
-    let Some(s) = Scratch::ext4("posix-ext4", 512) else {
-        eprintln!("skipped: needs root and mkfs.ext4");
-        return;
-    };
+    let s = Scratch::ext4("posix-ext4", 512).expect("cannot run: needs root and mkfs.ext4");
     let r = fstest(
         &["posix", "DIR", "--large-mib", "8", "--drop-caches"],
         &s.dir,
@@ -352,10 +350,7 @@ fn integrity_round_trip_and_detection() {
 
 #[test]
 fn enospc_on_small_tmpfs() {
-    if !is_root() {
-        eprintln!("skipped: needs root to mount a small tmpfs");
-        return;
-    }
+    assert!(is_root(), "cannot run: needs root to mount a small tmpfs");
     let s = Scratch::new("enospc", 48);
     let r = fstest(&["enospc", "DIR", "--seed", "3", "--rounds", "3"], &s.dir);
     let p = assert_clean(&r);
@@ -365,10 +360,7 @@ fn enospc_on_small_tmpfs() {
 
 #[test]
 fn enospc_on_small_ext4() {
-    let Some(s) = Scratch::ext4("enospc-ext4", 64) else {
-        eprintln!("skipped: needs root and mkfs.ext4");
-        return;
-    };
+    let s = Scratch::ext4("enospc-ext4", 64).expect("cannot run: needs root and mkfs.ext4");
     let r = fstest(&["enospc", "DIR", "--rounds", "2"], &s.dir);
     assert_clean(&r);
 }
@@ -419,10 +411,7 @@ fn panics_and_crashes_keep_the_protocol() {
 
 #[test]
 fn integrity_survives_remount_on_ext4() {
-    let Some(s) = Scratch::ext4("integrity-ext4", 128) else {
-        eprintln!("skipped: needs root and mkfs.ext4");
-        return;
-    };
+    let s = Scratch::ext4("integrity-ext4", 128).expect("cannot run: needs root and mkfs.ext4");
     assert_clean(&fstest(
         &[
             "integrity",
@@ -455,10 +444,7 @@ fn integrity_survives_remount_on_ext4() {
 
 #[test]
 fn posix_as_non_root() {
-    if !is_root() {
-        eprintln!("skipped: already covered by the other posix tests when not root");
-        return;
-    }
+    assert!(is_root(), "cannot run: needs root to run the suite as uid 65534");
     use std::os::unix::process::CommandExt;
     let s = Scratch::new("nonroot", 128);
     let d = s.dir.join("nobody");

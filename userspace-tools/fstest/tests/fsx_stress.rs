@@ -194,10 +194,7 @@ fn fsx_catches_a_file_that_disagrees_with_its_model() {
 
 #[test]
 fn fsx_remounts_through_mount_2() {
-    let Some(s) = Scratch::ext4("fsx-remount") else {
-        eprintln!("skipped: needs root, mkfs.ext4 and loop devices");
-        return;
-    };
+    let s = Scratch::ext4("fsx-remount").expect("cannot run: needs root, mkfs.ext4 and loop devices");
     let src = s.loopdev.clone().expect("loop device");
     let rm = format!("{src}:ext4");
     let r = fstest(
