@@ -216,7 +216,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // short write when the filesystem is nearly full
         let room = self
             .capacity_bytes()
-            .saturating_sub(self.live_bytes())
+            .saturating_sub(self.committed_bytes())
             .saturating_sub(self.reserved_space())
             .saturating_sub(4096);
         if room == 0 && !data.is_empty() {
@@ -229,7 +229,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let mut done = 0usize;
         let mut opened = self.log.opened;
-        let need_free = RESERVE_SEGS.saturating_add(self.segtab_segments());
+        let need_free = RESERVE_SEGS.saturating_add(self.cp_segments());
         let mut blockbuf = core::mem::replace(&mut self.buf2, P::Vec::new());
         let res = (|| -> Result<()> {
             while done < data.len() {

@@ -14,6 +14,7 @@ use crate::engine::index::Tree;
 use crate::engine::log::Log;
 use crate::engine::platform::{FallibleVec, Platform};
 use crate::engine::recovery::{CpFallback, LogDamage};
+use crate::engine::space::DIRTY_NODE;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -49,8 +50,12 @@ pub const DEFAULT_BLOCK_OPEN_SEGMENTS: u32 = 2;
 /// Options for [`Engine::mount`].
 #[derive(Debug, Clone, Copy)]
 pub struct MountOptions {
-    /// Maximum number of index nodes cached in RAM (each about 2 KiB).
+    /// Index nodes cached in RAM (about 2.6 KiB each); 0: scaled to the device (one per
+    /// `AUTO_CACHE_BYTES_PER_NODE` of it, from `AUTO_CACHE_MIN` to `AUTO_CACHE_MAX`).
     pub cache_nodes: usize,
+    /// Dirty index nodes at which a checkpoint is taken; 0: 3/4 of the cache, at most what
+    /// 1/32 of the segments hold (the next checkpoint writes them). Capped at 3/4 of the cache.
+    pub dirty_nodes: usize,
     /// Static wear levelling threshold: when the erase-count spread exceeds it, background GC
     /// moves the least-worn full segment.
     pub wear_threshold: u32,
@@ -65,9 +70,17 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { cache_nodes: 256, wear_threshold: 1000, checkpoint_log_bytes: 8 << 20, read_only: false }
+        MountOptions { cache_nodes: 0, dirty_nodes: 0, wear_threshold: 1000, checkpoint_log_bytes: 8 << 20, read_only: false }
     }
 }
+
+/// Device bytes per cached index node of the automatic cache size: a full device of 4 KiB blocks
+/// indexed by half-full leaves (32 keys) fits.
+pub const AUTO_CACHE_BYTES_PER_NODE: u64 = 128 << 10;
+/// Smallest automatic index cache, in nodes.
+pub const AUTO_CACHE_MIN: usize = 256;
+/// Largest automatic index cache, in nodes (about 10 MiB of RAM).
+pub const AUTO_CACHE_MAX: usize = 4096;
 
 /// Filesystem statistics for statfs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -363,12 +376,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if log.flash.read(s, 0, page.as_mut_slice()).is_err() {
                 continue;
             }
-            match Superblock::decode(page.as_slice()) {
-                Ok(x) => {
-                    sb = Some(x);
-                    break;
-                }
-                Err(_) => {}
+            if let Ok(x) = Superblock::decode(page.as_slice()) {
+                sb = Some(x);
+                break;
             }
         }
         let sb = match sb {
@@ -426,7 +436,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         };
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
-        let mut eng = Self::assemble(log, sb, opts, opts.cache_nodes);
+        let (cache, dirty) = Self::index_budget(&sb, &opts);
+        let mut eng = Self::assemble(log, sb, opts, cache);
+        eng.tree.set_dirty_limit(dirty);
         eng.ro_compat_unknown = ro;
         eng.sb_refresh = sb_refresh;
         if ro && !opts.read_only {
@@ -474,6 +486,25 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             n = n.saturating_add(1);
         }
         Ok(())
+    }
+
+    /// The index cache size and dirty limit of a mount with `opts` (0: automatic, see
+    /// [`MountOptions`]).
+    fn index_budget(sb: &Superblock, opts: &MountOptions) -> (usize, usize) {
+        let device = u64::from(sb.segment_count).saturating_mul(u64::from(sb.segment_size));
+        let cache = match opts.cache_nodes {
+            0 => usize::try_from(device / AUTO_CACHE_BYTES_PER_NODE).unwrap_or(usize::MAX).clamp(AUTO_CACHE_MIN, AUTO_CACHE_MAX),
+            n => n,
+        };
+        let dirty = match opts.dirty_nodes {
+            0 => {
+                let segs = u64::from((sb.segment_count / 32).max(2));
+                let room = segs.saturating_mul(u64::from(sb.segment_size)) / DIRTY_NODE;
+                usize::try_from(room).unwrap_or(usize::MAX).min(cache / 4 * 3)
+            }
+            n => n,
+        };
+        (cache, dirty)
     }
 
     /// An engine over `log` and `sb` with empty caches and no checkpoint position yet: the one
@@ -618,6 +649,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.tree.cached()
     }
 
+    /// The index cache's capacity in nodes and the dirty-node count at which a checkpoint is
+    /// taken (what `MountOptions::cache_nodes` and `dirty_nodes` resolved to).
+    pub fn index_cache_limits(&self) -> (usize, usize) {
+        (self.tree.capacity(), self.tree.dirty_limit())
+    }
+
     /// Start a mutating operation: refuse it on a stopped engine, checkpoint if due, run the
     /// foreground GC until `min_free` (plus the segment table, and never below what a mount
     /// needs) segments are free, then mark the log position its records start at (`end_op`).
@@ -627,7 +664,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         self.maybe_commit()?;
         // never below what the next mount needs (deletions run down to this floor)
-        let need = min_free.saturating_add(self.segtab_segments()).max(self.mount_floor());
+        let need = min_free.saturating_add(self.cp_segments()).max(self.mount_floor());
         self.ensure_space(need)?;
         // from here on the operation's own records follow: see `end_op`
         self.log.op_mark = self.log.next_seq;

@@ -34,31 +34,64 @@ pub trait NodeIo {
 /// The index.
 pub struct Tree<P: Platform> {
     slots: P::Vec<Option<Node<P>>>,
+    /// Free slot numbers: the first `nfree` entries. As long as `slots`, so that freeing a
+    /// slot never allocates.
+    free: P::Vec<u32>,
+    nfree: usize,
+    /// The CLOCK hand: the next slot eviction looks at.
+    hand: usize,
     root: Option<Ptr>,
     root_level: u8,
     capacity: usize,
+    /// Dirty nodes at which [`Tree::needs_commit`] asks for a commit.
+    dirty_limit: usize,
     dirty: usize,
     replay: bool,
     buf: P::Vec<u8>,
 }
 
 impl<P: Platform> Tree<P> {
-    /// An empty tree with room for `capacity` cached nodes (at least 16).
+    /// An empty tree with room for `capacity` cached nodes (at least 16), asking for a commit
+    /// when half of them are dirty (see [`Tree::set_dirty_limit`]).
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(16);
         Tree {
             slots: P::Vec::new(),
+            free: P::Vec::new(),
+            nfree: 0,
+            hand: 0,
             root: None,
             root_level: 0,
-            capacity: if capacity < 16 { 16 } else { capacity },
+            capacity,
+            dirty_limit: capacity / 2,
             dirty: 0,
             replay: false,
             buf: P::Vec::new(),
         }
     }
 
+    /// Ask for a commit once `limit` nodes are dirty (at least 1, at most 3/4 of the capacity:
+    /// the rest stays evictable for lookups).
+    pub fn set_dirty_limit(&mut self, limit: usize) {
+        self.dirty_limit = limit.min(self.capacity / 4 * 3).max(1);
+    }
+
+    /// The dirty-node count at which a commit is asked for.
+    pub fn dirty_limit(&self) -> usize {
+        self.dirty_limit
+    }
+
+    /// The cache capacity in nodes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Set the root from a checkpoint (drops every cached node).
     pub fn set_root(&mut self, root: Option<(Loc, u8)>) {
         self.slots.clear();
+        self.free.clear();
+        self.nfree = 0;
+        self.hand = 0;
         self.dirty = 0;
         match root {
             Some((loc, level)) => {
@@ -92,14 +125,14 @@ impl<P: Platform> Tree<P> {
         self.dirty
     }
 
-    /// Whether a commit is advisable (dirty nodes above half the cache).
+    /// Whether a commit is advisable (the dirty limit reached).
     pub fn needs_commit(&self) -> bool {
-        self.dirty.saturating_mul(2) >= self.capacity
+        self.dirty >= self.dirty_limit
     }
 
     /// Number of cached nodes.
     pub fn cached(&self) -> usize {
-        self.slots.as_slice().iter().filter(|s| s.is_some()).fold(0usize, |a, _| a.saturating_add(1))
+        self.slots.len().saturating_sub(self.nfree)
     }
 
     /// Descend to the node at `level` routing by `key`; fills `path` with (slot, idx) pairs of the

@@ -3,7 +3,8 @@
 
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{segstate, NUM_HEADS};
+use crate::engine::format::{segstate, NUM_HEADS, REC_HDR};
+use crate::engine::index::NODE_MAX_BYTES;
 use crate::engine::fs::{Engine, StatFs};
 use crate::engine::platform::{FallibleVec, Platform};
 
@@ -12,6 +13,10 @@ pub const RESERVE_SEGS: u32 = 6;
 
 /// Segments kept free below which even deletions are refused.
 pub const RESERVE_DELETE: u32 = 2;
+
+/// Bytes the record of one index node may take (a full node): what a dirty node may add to the
+/// live bytes at the next commit, and what it costs the next checkpoint.
+pub(crate) const DIRTY_NODE: u64 = NODE_MAX_BYTES as u64 + REC_HDR as u64;
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace.
@@ -29,6 +34,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         usable.saturating_mul(u64::from(self.sb.segment_size)) / 8 * 7
     }
 
+    /// Live bytes once the next commit has written the dirty index nodes (each counted as a
+    /// full node record): what the capacity checks and statfs count as used. A dirtied node's
+    /// old copy is dead at once while its new copy counts only when written, so live bytes
+    /// alone would let a full filesystem overshoot by the dirty index.
+    pub(crate) fn committed_bytes(&self) -> u64 {
+        self.live_bytes().saturating_add(self.dirty_index_bytes())
+    }
+
+    /// What the dirty index nodes may add to the live bytes at the next commit.
+    pub(crate) fn dirty_index_bytes(&self) -> u64 {
+        (self.tree.dirty_count() as u64).saturating_mul(DIRTY_NODE)
+    }
+
     pub(crate) fn live_bytes(&self) -> u64 {
         self.log.segs.as_slice().iter().fold(0u64, |a, s| a.saturating_add(u64::from(s.live)))
     }
@@ -36,11 +54,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Filesystem usage for statfs.
     pub fn statfs(&self) -> StatFs {
         let cap = self.capacity_bytes();
-        let live = self.live_bytes();
+        let used = self.committed_bytes();
         StatFs {
             block_size: crate::engine::format::BLOCK_SIZE,
             blocks: cap / u64::from(crate::engine::format::BLOCK_SIZE),
-            blocks_free: cap.saturating_sub(live) / u64::from(crate::engine::format::BLOCK_SIZE),
+            blocks_free: cap.saturating_sub(used) / u64::from(crate::engine::format::BLOCK_SIZE),
             files: self.next_ino.saturating_sub(1),
             name_max: crate::engine::format::NAME_MAX as u32,
         }
@@ -86,11 +104,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Free segments below which a checkpoint must be taken now: what a checkpoint itself
     /// needs (its segment table and index nodes) plus the deletion reserve.
     pub(crate) fn cp_margin(&self) -> u32 {
-        RESERVE_DELETE.saturating_add(self.segtab_segments())
+        RESERVE_DELETE.saturating_add(self.cp_segments())
+    }
+
+    /// Segments the next checkpoint may write: its segment table and the dirty index nodes.
+    pub(crate) fn cp_segments(&self) -> u32 {
+        let dirty = (self.tree.dirty_count() as u64).saturating_mul(DIRTY_NODE);
+        let segs = dirty.div_ceil(u64::from(self.sb.segment_size).max(1));
+        self.segtab_segments().saturating_add(u32::try_from(segs).unwrap_or(u32::MAX))
     }
 
     pub(super) fn check_capacity(&self, extra: u64) -> Result<()> {
-        if self.live_bytes().saturating_add(extra).saturating_add(self.reserved_space()) > self.capacity_bytes() {
+        if self.committed_bytes().saturating_add(extra).saturating_add(self.reserved_space()) > self.capacity_bytes() {
             return Err(Error::NoSpace);
         }
         Ok(())

@@ -58,7 +58,7 @@ use crate::engine::format::{
 };
 use crate::engine::fs::Engine;
 use crate::engine::space::RESERVE_SEGS;
-use crate::engine::index::{MAX_LEVEL, NODE_MAX_BYTES};
+use crate::engine::index::MAX_LEVEL;
 use crate::engine::platform::{FallibleVec, Platform};
 
 const BS: u64 = BLOCK_SIZE as u64;
@@ -76,8 +76,6 @@ const ROOT: u64 = REC_HDR as u64 + 3 + 2 * ENTRY;
 pub const BUDGET_PER_BLOCK: u64 = (REC_HDR as u64 + BS) + PAD + ENTRY + (LEVELS * SPLIT).div_ceil(31);
 /// Budget bytes per inode record (and per `write_blocks` call).
 pub const BUDGET_PER_INODE: u64 = (REC_HDR as u64 + INODE_SIZE as u64) + PAD + ENTRY + 3 * LEVELS * SPLIT + ROOT;
-/// Bytes one dirty index node may add to the live bytes at the next commit.
-const DIRTY_NODE: u64 = NODE_MAX_BYTES as u64 + REC_HDR as u64;
 
 /// Slots of the inode cache (direct-mapped by inode number).
 pub const ICACHE_SLOTS: usize = 32;
@@ -157,20 +155,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.inode_records
     }
 
-    fn dirty_index_bytes(&self) -> u64 {
-        (self.tree.dirty_count() as u64).saturating_mul(DIRTY_NODE)
-    }
-
-    /// Space the non-budgeted operations must leave alone: the reservation, and while there is
-    /// one the dirty-index term `budget_avail` subtracts and the part of the capacity
-    /// `budget_capacity` leaves out (so they check against the same figure the budget does;
-    /// 0 when nothing is reserved: the checks are then exactly the engine's older ones).
+    /// Space the non-budgeted operations must leave alone on top of the committed bytes: the
+    /// reservation, and while there is one the part of the capacity `budget_capacity` leaves
+    /// out (so they check against the same figure the budget does; 0 when nothing is reserved).
     pub(crate) fn reserved_space(&self) -> u64 {
         if self.reserved == 0 {
             0
         } else {
             let packing = self.capacity_bytes().saturating_sub(self.budget_capacity());
-            self.reserved.saturating_add(self.dirty_index_bytes()).saturating_add(packing)
+            self.reserved.saturating_add(packing)
         }
     }
 
@@ -180,7 +173,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.reserved == 0 {
             return Ok(());
         }
-        let used = self.live_bytes().saturating_add(extra).saturating_add(self.reserved_space());
+        let used = self.committed_bytes().saturating_add(extra).saturating_add(self.reserved_space());
         if used > self.capacity_bytes() {
             return Err(Error::NoSpace);
         }
@@ -247,7 +240,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         // the same preparation as every mutation, but a held budget may dip into the reserve
         self.maybe_commit()?;
-        let need_free = RESERVE_SEGS.saturating_add(self.segtab_segments());
+        let need_free = RESERVE_SEGS.saturating_add(self.cp_segments());
         match self.ensure_space(need_free) {
             Ok(()) => {}
             Err(Error::NoSpace) if held => {}

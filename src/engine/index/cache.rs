@@ -1,6 +1,6 @@
 //! The node cache: a slot array of at most `capacity` nodes (a bounded overshoot while dirty
-//! nodes are pinned), loading nodes from flash with their checks, and evicting clean nodes
-//! without cached children.
+//! nodes are pinned) with a stack of free slots, loading nodes from flash with their checks,
+//! and CLOCK eviction of clean nodes without cached children.
 
 use super::node::{decode, Node, Ptr, NONE};
 use super::{NodeIo, Tree, NODE_MAX_BYTES};
@@ -17,43 +17,76 @@ impl<P: Platform> Tree<P> {
         self.slots.as_mut_slice().get_mut(s as usize).and_then(|n| n.as_mut()).ok_or(Error::Corrupt)
     }
 
-    /// Find a free slot, evicting a clean node if the cache is full. `keep` is never evicted.
+    /// A slot for a new node: a free one, a new one while the cache is below its capacity, or
+    /// the slot of a clean node evicted by CLOCK (see [`Tree::evict`]). `keep` is never
+    /// evicted. The caller fills the slot at once.
     pub(super) fn alloc_slot(&mut self, keep: u32) -> Result<u32> {
-        if let Some(i) = self.slots.as_slice().iter().position(|s| s.is_none()) {
-            return Ok(i as u32);
+        if let Some(top) = self.nfree.checked_sub(1) {
+            let s = *self.free.as_slice().get(top).ok_or(Error::Corrupt)?;
+            self.nfree = top;
+            return Ok(s);
         }
         if self.slots.len() < self.capacity {
-            self.slots.try_push(None)?;
-            return Ok(self.slots.len().saturating_sub(1) as u32);
+            return self.grow();
         }
-        // Evict a clean node without cached children that is not the root or `keep`.
+        match self.evict(keep)? {
+            Some(v) => Ok(v),
+            // Over capacity only with dirty nodes pinned: allow a bounded overshoot (2x, 8x
+            // during replay) instead of failing an operation half-way.
+            None if self.slots.len() < self.capacity.saturating_mul(if self.replay { 8 } else { 2 }) => self.grow(),
+            None => Err(Error::NoMem),
+        }
+    }
+
+    /// One more slot. The free stack grows with the slot array, so that freeing a slot never
+    /// allocates.
+    fn grow(&mut self) -> Result<u32> {
+        self.free.try_push(NONE)?;
+        if let Err(e) = self.slots.try_push(None) {
+            let _ = self.free.pop();
+            return Err(e);
+        }
+        Ok(self.slots.len().saturating_sub(1) as u32)
+    }
+
+    /// CLOCK: sweep from the hand for a clean node without cached children that is not the
+    /// root or `keep`; a node used since the hand last passed it gets a second chance. At most
+    /// two turns (the first clears the marks); `None` when every node is pinned. The evicted
+    /// node's parent points at its flash copy again; its slot is returned empty.
+    fn evict(&mut self, keep: u32) -> Result<Option<u32>> {
         let root_slot = match self.root {
             Some(Ptr::Mem(s)) => s,
             _ => NONE,
         };
+        let len = self.slots.len();
+        if len == 0 {
+            return Ok(None);
+        }
         let mut victim = None;
-        for (i, s) in self.slots.as_slice().iter().enumerate() {
+        for _ in 0..len.saturating_mul(2) {
+            let i = self.hand % len;
+            self.hand = i.saturating_add(1);
             let i32_ = i as u32;
-            if let Some(n) = s {
-                if n.dirty || i32_ == root_slot || i32_ == keep || n.loc.is_none() {
-                    continue;
-                }
-                if n.level > 0 && n.entries.as_slice().iter().any(|e| matches!(e.ptr, Ptr::Mem(_))) {
-                    continue;
-                }
-                victim = Some(i32_);
-                break;
+            let n = match self.slots.as_mut_slice().get_mut(i) {
+                Some(Some(n)) => n,
+                _ => continue,
+            };
+            if n.dirty || i32_ == root_slot || i32_ == keep || n.loc.is_none() {
+                continue;
             }
+            if n.level > 0 && n.entries.as_slice().iter().any(|e| matches!(e.ptr, Ptr::Mem(_))) {
+                continue;
+            }
+            if n.referenced {
+                n.referenced = false;
+                continue;
+            }
+            victim = Some(i32_);
+            break;
         }
         let v = match victim {
             Some(v) => v,
-            // Over capacity only with dirty nodes pinned: allow a bounded overshoot (2x, 8x
-            // during replay) instead of failing an operation half-way.
-            None if self.slots.len() < self.capacity.saturating_mul(if self.replay { 8 } else { 2 }) => {
-                self.slots.try_push(None)?;
-                return Ok(self.slots.len().saturating_sub(1) as u32);
-            }
-            None => return Err(Error::NoMem),
+            None => return Ok(None),
         };
         let (parent, loc) = {
             let n = self.node(v)?;
@@ -70,17 +103,23 @@ impl<P: Platform> Tree<P> {
         if let Some(s) = self.slots.as_mut_slice().get_mut(v as usize) {
             *s = None;
         }
-        Ok(v)
+        Ok(Some(v))
     }
 
+    /// Drop the node in slot `s` (if any) and put the slot on the free stack.
     pub(super) fn free_slot(&mut self, s: u32) {
-        if let Some(x) = self.slots.as_mut_slice().get_mut(s as usize) {
-            if let Some(n) = x {
-                if n.dirty {
-                    self.dirty = self.dirty.saturating_sub(1);
-                }
+        let was = match self.slots.as_mut_slice().get_mut(s as usize) {
+            Some(x) => x.take(),
+            None => return,
+        };
+        if let Some(n) = was {
+            if n.dirty {
+                self.dirty = self.dirty.saturating_sub(1);
             }
-            *x = None;
+            if let Some(f) = self.free.as_mut_slice().get_mut(self.nfree) {
+                *f = s;
+                self.nfree = self.nfree.saturating_add(1);
+            }
         }
     }
 
@@ -95,7 +134,7 @@ impl<P: Platform> Tree<P> {
         let (level, entries) = decode::<P>(b)?;
         let slot = self.alloc_slot(keep)?;
         if let Some(s) = self.slots.as_mut_slice().get_mut(slot as usize) {
-            *s = Some(Node { level, dirty: false, loc: Some(loc), parent, entries });
+            *s = Some(Node { level, dirty: false, referenced: true, loc: Some(loc), parent, entries });
         }
         Ok(slot)
     }
@@ -123,7 +162,10 @@ impl<P: Platform> Tree<P> {
             (p.entries.as_slice().get(idx).ok_or(Error::Corrupt)?.ptr, p.level)
         };
         match ptr {
-            Ptr::Mem(s) => Ok(s),
+            Ptr::Mem(s) => {
+                self.node_mut(s)?.referenced = true;
+                Ok(s)
+            }
             Ptr::Flash(loc) => {
                 let s = self.decode_node(io, loc, parent, parent)?;
                 if self.node(s)?.level.checked_add(1) != Some(plevel) || !self.within_parent(s, parent, idx)? {

@@ -31,7 +31,7 @@ impl<P: Platform> Tree<P> {
     fn new_node(&mut self, level: u8, parent: u32) -> Result<u32> {
         let s = self.alloc_slot(NONE)?;
         if let Some(x) = self.slots.as_mut_slice().get_mut(s as usize) {
-            *x = Some(Node { level, dirty: true, loc: None, parent, entries: P::Vec::new() });
+            *x = Some(Node { level, dirty: true, referenced: true, loc: None, parent, entries: P::Vec::new() });
         }
         self.dirty = self.dirty.saturating_add(1);
         Ok(s)
@@ -64,7 +64,7 @@ impl<P: Platform> Tree<P> {
             return Ok(Some(old));
         }
         if self.node(leaf)?.entries.len() >= MAX_ENTRIES {
-            self.make_room(io, leaf)?;
+            self.make_room(io, leaf, &key)?;
             leaf = self.descend(io, &key, 0, &mut path, &mut depth)?.ok_or(Error::Corrupt)?;
         }
         self.mark_dirty(io, leaf)?;
@@ -82,8 +82,8 @@ impl<P: Platform> Tree<P> {
     }
 
     /// Split full nodes from the top of the chain of full ancestors of `leaf` down to `leaf`,
-    /// so that `leaf` (or the half the key then routes to) has room for one more entry.
-    fn make_room(&mut self, io: &mut dyn NodeIo, leaf: u32) -> Result<()> {
+    /// so that `leaf` (or the half `key` then routes to) has room for one more entry.
+    fn make_room(&mut self, io: &mut dyn NodeIo, leaf: u32, key: &Key) -> Result<()> {
         // the whole path dirty: no node on it can be evicted by the allocations of a split
         self.mark_dirty(io, leaf)?;
         let mut guard = 0u32;
@@ -106,20 +106,24 @@ impl<P: Platform> Tree<P> {
                     return Err(Error::Corrupt);
                 }
             }
-            self.split_one(io, s)?;
+            self.split_one(io, s, key)?;
             if s == leaf {
                 return Ok(());
             }
         }
     }
 
-    /// Split node `s` in two halves (its parent, if any, has room for one more entry). Every
-    /// allocation (the new node, its entries, a new root, the parent's new entry) is made
-    /// first; only then are entries moved, so an error leaves the tree as it was.
-    fn split_one(&mut self, io: &mut dyn NodeIo, s: u32) -> Result<()> {
-        let (len, level, parent) = {
+    /// Split node `s` in two (its parent, if any, has room for one more entry) for the insert
+    /// of `key`: in halves, or, when `key` lies past the node's last key (an append: files
+    /// written sequentially, new inodes), only the last entry moves to the new right node, so
+    /// that appends leave full nodes behind instead of half-full ones. Every allocation (the
+    /// new node, its entries, a new root, the parent's new entry) is made first; only then are
+    /// entries moved, so an error leaves the tree as it was.
+    fn split_one(&mut self, io: &mut dyn NodeIo, s: u32, key: &Key) -> Result<()> {
+        let (len, level, parent, append) = {
             let n = self.node(s)?;
-            (n.entries.len(), n.level, n.parent)
+            let append = n.entries.as_slice().last().is_some_and(|e| *key > e.key);
+            (n.entries.len(), n.level, n.parent, append)
         };
         if len < 2 {
             return Err(Error::Corrupt);
@@ -150,7 +154,7 @@ impl<P: Platform> Tree<P> {
             t.free_slot(right);
             Err(e)
         };
-        let half = len / 2;
+        let half = if append { len.saturating_sub(1) } else { len / 2 };
         let mut moved: P::Vec<Entry> = P::Vec::new();
         for i in half..len {
             let e = *self.node(s)?.entries.as_slice().get(i).ok_or(Error::Corrupt)?;

@@ -34,6 +34,8 @@ pub(super) struct Entry {
 pub(super) struct Node<P: Platform> {
     pub(super) level: u8,
     pub(super) dirty: bool,
+    /// Used since the CLOCK hand last passed (a second chance before eviction).
+    pub(super) referenced: bool,
     pub(super) loc: Option<Loc>,
     pub(super) parent: u32,
     pub(super) entries: P::Vec<Entry>,

@@ -103,10 +103,10 @@ pub fn fresh_fs(device_mib: u32, seed: u64, cache_nodes: usize) -> Result<Fs> {
     Fs::mount(sim, mount_opts(cache_nodes)).map_err(|(e, _)| BenchError::Engine("first mount", e))
 }
 
-/// Mount options of the benchmark: the defaults, with `cache_nodes` index nodes cached (0 = default).
+/// Mount options of the benchmark: the defaults, with `cache_nodes` index nodes cached (0 = the
+/// engine's automatic size).
 pub fn mount_opts(cache_nodes: usize) -> MountOptions {
-    let d = MountOptions::default();
-    MountOptions { cache_nodes: if cache_nodes == 0 { d.cache_nodes } else { cache_nodes }, ..d }
+    MountOptions { cache_nodes, ..MountOptions::default() }
 }
 
 /// Bytes of one checkpoint slot on a device of `segments` segments with `write_unit`-byte pages
@@ -171,7 +171,7 @@ pub struct WaConfig {
     pub file_size: u64,
     /// Random seed.
     pub seed: u64,
-    /// Index nodes cached by the engine (`MountOptions::cache_nodes`; 0 = the default).
+    /// Index nodes cached by the engine (`MountOptions::cache_nodes`; 0 = the engine's automatic size).
     pub cache_nodes: usize,
 }
 
@@ -225,6 +225,10 @@ pub struct WaResult {
     pub seconds: f64,
     /// Erase count spread (max - min) over the device at the end.
     pub wear_spread: u64,
+    /// The engine's index cache capacity in nodes (`MountOptions::cache_nodes` resolved).
+    pub index_cache_nodes: usize,
+    /// Dirty index nodes at which the engine checkpoints (`MountOptions::dirty_nodes` resolved).
+    pub index_dirty_limit: usize,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -379,6 +383,8 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
         enospc,
         seconds,
         wear_spread: c1.wear_spread(),
+        index_cache_nodes: fs.index_cache_limits().0,
+        index_dirty_limit: fs.index_cache_limits().1,
     })
 }
 
@@ -812,7 +818,7 @@ pub fn markdown(r: &Report) -> String {
         if r.quick { "quick" } else { "full" },
         r.page_size / 1024,
         r.erase_block / 1024,
-        r.wa.first().map_or_else(|| "-".to_string(), |w| mount_opts(w.config.cache_nodes).cache_nodes.to_string())
+        r.wa.first().map_or_else(|| "-".to_string(), |w| format!("{} nodes, dirty limit {}", w.index_cache_nodes, w.index_dirty_limit))
     );
     let _ = writeln!(
         s,
