@@ -25,6 +25,8 @@ pub struct Counters {
     pub erase_counts: Vec<u64>,
     /// Flush requests.
     pub flushes: u64,
+    /// Segments the engine freed and hinted for discard (`Flash::discard_hint`; block simulator).
+    pub discard_hints: u64,
     /// Segments marked bad through `mark_bad`.
     pub marked_bad: u64,
 
@@ -91,6 +93,7 @@ impl Counters {
                 .map(|(i, &c)| d(c, earlier.erase_counts.get(i).copied().unwrap_or(0)))
                 .collect(),
             flushes: d(self.flushes, earlier.flushes),
+            discard_hints: d(self.discard_hints, earlier.discard_hints),
             marked_bad: d(self.marked_bad, earlier.marked_bad),
             invalid_requests: d(self.invalid_requests, earlier.invalid_requests),
             rejected_out_of_range: d(self.rejected_out_of_range, earlier.rejected_out_of_range),
