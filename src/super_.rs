@@ -8,6 +8,7 @@
 //! into code that can copy to or from user memory (readdir collects entries first), and every
 //! engine call runs in a `memalloc_nofs` scope so reclaim cannot re-enter ferrofs under it.
 
+use core::mem::ManuallyDrop;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use kernel::bindings;
@@ -172,9 +173,11 @@ impl Drop for LiveToken {
     }
 }
 
-/// The engine, locked, inside a `memalloc_nofs` scope. Its drop records the hold time.
+/// The engine, locked, inside a `memalloc_nofs` scope. Its drop sends what the engine call
+/// wrote (the block backend queues writes: one wait for all of them), records the hold time,
+/// unlocks, and only then issues the discards the call queued.
 pub(crate) struct Locked<'a> {
-    guard: Guard<'a, Fs, MutexBackend>,
+    guard: ManuallyDrop<Guard<'a, Fs, MutexBackend>>,
     budget: &'a Budget,
     nofs: c_uint,
     stats: &'a LockStats,
@@ -196,10 +199,20 @@ impl core::ops::DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // the writes of this engine call go out together; a failure was reported by the
+        // backend, which now fails every write (the engine stops at its next one)
+        let _ = self.guard.flash().complete();
+        let discards = self.guard.flash().take_discards();
         // still under the lock: what the budget may hand out after this operation
         self.budget.publish(self.guard.budget_avail());
-        // taken before the guard's own drop unlocks: the whole hold is counted
+        // taken before the guard's drop unlocks: the whole hold is counted
         self.stats.hold.record(now_ns().saturating_sub(self.since));
+        // SAFETY: dropped exactly once, here; `self.guard` is not used after this.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        // off the engine lock: a writer of one of these segments waits for its discard
+        if let Some(d) = discards {
+            d.issue();
+        }
         // SAFETY: restores the flags saved by the matching `memalloc_nofs_save` in `lock`.
         unsafe { shim::ferrofs_memalloc_nofs_restore(self.nofs) };
     }
@@ -207,7 +220,7 @@ impl Drop for Locked<'_> {
 
 impl SbInfo {
     /// Publish the engine's counters.
-    pub(crate) fn publish_stats(&self, fs: &Fs) {
+    pub(crate) fn publish_stats(&self, fs: &mut Fs) {
         let s = fs.stats();
         let f = fs.fault_stats();
         let vals = [
@@ -217,7 +230,12 @@ impl SbInfo {
         ];
         let (hits, misses) = fs.icache_stats();
         let lock = self.lockstat.figures();
-        let vals = Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock);
+        let d = fs.flash().io_stats();
+        let dev = [
+            d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.read_bios, d.read_bytes, d.read_hits,
+            d.flushes, d.discards, d.discards_locked, d.max_open_segments,
+        ];
+        let vals = Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev);
         for (slot, v) in self.stats.iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -232,7 +250,7 @@ impl SbInfo {
         self.lockstat.wait.record(since.saturating_sub(t0));
         // space consumers other than write-back must leave the reserved space alone
         guard.set_reserved(self.budget.reserved());
-        Locked { guard, budget: &self.budget, nofs, stats: &self.lockstat, since }
+        Locked { guard: ManuallyDrop::new(guard), budget: &self.budget, nofs, stats: &self.lockstat, since }
     }
 }
 
@@ -285,7 +303,7 @@ pub(crate) unsafe fn start_services(sb: *mut bindings::super_block, read_only: b
         // in `put_super`).
         unsafe { shim::ferrofs_debugfs_u64(n.as_char_ptr(), dir, slot.as_ptr()) };
     }
-    info.publish_stats(&info.lock());
+    info.publish_stats(&mut info.lock());
     if !read_only {
         // SAFETY: per the contract.
         unsafe { start_bg(sb) };
@@ -337,9 +355,12 @@ pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, 
         // SAFETY: `sb` is being set up; `get_tree_bdev` filled `s_id` (NUL-terminated).
         let name = DevName::new(unsafe { crate::kfs::cstr(shim::ferrofs_sb_id(sb)) });
         // SAFETY: `get_tree_bdev` opened `s_bdev` before calling us; it stays open until
-        // `kill_block_super`, after the engine is gone.
-        let dev = unsafe { crate::kfs::BlockDev::from_raw(shim::ferrofs_sb_bdev(sb)) };
-        let flash = BlkFlash::new(dev, name)?;
+        // `kill_block_super`, after the engine (and both handles) are gone.
+        let (dev, discard_dev) = unsafe {
+            let bdev = shim::ferrofs_sb_bdev(sb);
+            (crate::kfs::BlockDev::from_raw(bdev), crate::kfs::BlockDev::from_raw(bdev))
+        };
+        let flash = BlkFlash::new(dev, discard_dev, name)?;
         // SAFETY: `sb` and `fc` are being set up by `get_tree_bdev` for us.
         unsafe { fill_super(sb, fc, KFlash::Blk(flash)) }
     })
@@ -373,7 +394,10 @@ unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_conte
         }
     };
     let mut read_only = read_only;
-    if !read_only && fs.is_failed() {
+    // what the mount wrote after its last flush reaches the device now (the block backend
+    // queues writes); a failure there is a failure of the mount's writes
+    let sent = fs.flash().complete();
+    if !read_only && (fs.is_failed() || sent.is_err()) {
         pr_err!("{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", name);
         // SAFETY: `sb` is being set up by us.
         unsafe { shim::ferrofs_sb_set_rdonly(sb) };
@@ -556,7 +580,7 @@ pub(crate) unsafe extern "C" fn sync_fs(sb: *mut bindings::super_block, wait: c_
         return 0;
     }
     let r = fs.sync();
-    info.publish_stats(&fs);
+    info.publish_stats(&mut fs);
     match r {
         Ok(()) => 0,
         Err(e) => kerr(e).to_errno(),
