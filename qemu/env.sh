@@ -27,3 +27,17 @@ kernel_key() {
 }
 
 kernel_dir() { echo "$FERROFS_CACHE/kernel-$FERROFS_KFLAVOUR-$(kernel_key)"; }
+
+# One kernel build per flavour at a time: qemu/build-kernel.sh deletes an unfinished tree before it
+# starts, so two checkouts (or `make module` beside `make test`) building the same kernel at once
+# would destroy each other's work. Sourced by build-kernel.sh, this waits for the other build; the
+# script then finds the finished kernel cached. (The lock lives here, not in build-kernel.sh,
+# whose text is part of the cache key.)
+if [ "$(basename -- "$0")" = build-kernel.sh ]; then
+  mkdir -p "$FERROFS_CACHE"
+  exec 9>"$FERROFS_CACHE/.build-$FERROFS_KFLAVOUR.lock"
+  if ! flock -n 9; then
+    echo "build-kernel: another $FERROFS_KFLAVOUR kernel build is running: waiting for it" >&2
+    flock 9
+  fi
+fi
