@@ -442,9 +442,12 @@ impl BlockSim {
                 self.counters.ftl_rmw_events += 1;
                 self.counters.ftl_bytes_copied += u64::from(size);
             }
-        } else if offset != 0 {
-            self.counters.ftl_rmw_events += 1;
-            self.counters.ftl_bytes_copied += u64::from(offset);
+        } else {
+            self.counters.ftl_au_opens += 1;
+            if offset != 0 {
+                self.counters.ftl_rmw_events += 1;
+                self.counters.ftl_bytes_copied += u64::from(offset);
+            }
         }
         if end < size {
             self.ftl_open.push((seg, end));

@@ -66,6 +66,9 @@ pub struct Counters {
     /// in the segment), i.e. not on a page boundary: the page's first part was written by an
     /// earlier write, so the FTL writes (or merges) that page twice.
     pub ftl_page_rewrites: u64,
+    /// Cheap-FTL model: allocation units the FTL opened (a write to a unit it did not hold
+    /// open: a fresh erase block to allocate).
+    pub ftl_au_opens: u64,
 }
 
 impl Counters {
@@ -110,6 +113,7 @@ impl Counters {
             ftl_bytes_copied: d(self.ftl_bytes_copied, earlier.ftl_bytes_copied),
             max_open_segments: self.max_open_segments,
             ftl_page_rewrites: d(self.ftl_page_rewrites, earlier.ftl_page_rewrites),
+            ftl_au_opens: d(self.ftl_au_opens, earlier.ftl_au_opens),
         }
     }
 
