@@ -377,15 +377,14 @@ impl BlkFlash {
                 return Err(EINVAL);
             }
         }
-        // the FTL page mkfs recorded when it fits the segment; else what the device writes
-        // without a read-modify-write, or 4 write units as mkfs's block images assume, or one
+        // the FTL page mkfs recorded (the engine refuses one that does not fit); an older
+        // format: what the device writes without a read-modify-write, or 4 write units as
+        // mkfs's block images assume, or one
         let pbs = dev_pbs(&f.dev);
         let fits = |p: u32| p >= wu && p.checked_rem(wu) == Some(0) && ss.checked_rem(p) == Some(0);
         let quad = wu.saturating_mul(4);
         let preferred = if sb.ftl_page != 0 && fits(sb.ftl_page) {
             sb.ftl_page
-        } else if sb.ftl_page != 0 && fits(sb.ftl_page.max(wu)) {
-            wu
         } else if fits(pbs.max(quad)) {
             pbs.max(quad)
         } else if fits(quad) {

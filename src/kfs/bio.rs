@@ -32,6 +32,11 @@ pub(crate) struct BlockDev {
 // and the block layer's submission and query functions may be called from any thread.
 unsafe impl Send for BlockDev {}
 
+// SAFETY: every method takes `&self` and only calls block-layer functions that may run
+// concurrently on one device (queries, discards, flushes, bio submission); the value has no
+// state of its own besides the pointer.
+unsafe impl Sync for BlockDev {}
+
 impl BlockDev {
     /// # Safety
     ///
@@ -198,15 +203,6 @@ impl BlockDev {
         } else {
             Ok(bios)
         }
-    }
-
-    /// A second handle on the same device (for the discards issued outside the engine lock).
-    ///
-    /// # Safety
-    ///
-    /// The device must stay open for the life of the result, as for `from_raw`.
-    pub(crate) unsafe fn share(&self) -> Self {
-        BlockDev { bdev: self.bdev }
     }
 }
 
