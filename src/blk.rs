@@ -171,10 +171,6 @@ impl SegBits {
         Ok(SegBits(KVVec::from_elem(0u64, (count as usize).div_ceil(64), GFP_KERNEL)?))
     }
 
-    fn get(&self, seg: u32) -> bool {
-        self.0.as_slice().get(seg as usize / 64).is_some_and(|w| w & (1 << (seg % 64)) != 0)
-    }
-
     /// Set or clear the bit; returns its old value.
     fn put(&mut self, seg: u32, on: bool) -> bool {
         let Some(w) = self.0.as_mut_slice().get_mut(seg as usize / 64) else { return false };
