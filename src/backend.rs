@@ -12,8 +12,9 @@ use kernel::prelude::*;
 pub(crate) enum KFlash {
     /// Raw NAND/NOR (`sb->s_mtd`).
     Mtd(MtdFlash),
-    /// A block device (`sb->s_bdev`).
-    Blk(BlkFlash),
+    /// A block device (`sb->s_bdev`); boxed: its queues would make every engine move (and
+    /// the mount's stack frames) a kilobyte larger.
+    Blk(KBox<BlkFlash>),
 }
 
 impl KFlash {

@@ -80,6 +80,7 @@ u32 ferrofs_bdev_max_discard_sectors(struct block_device *bdev) { return bdev_ma
 int ferrofs_blkdev_issue_discard(struct block_device *bdev, u64 sector, u64 nr_sects) { return blkdev_issue_discard(bdev, sector, nr_sects, GFP_NOFS); }
 int ferrofs_blkdev_issue_flush(struct block_device *bdev) { return blkdev_issue_flush(bdev); }
 u32 ferrofs_bdev_max_sectors(struct block_device *bdev) { return queue_max_sectors(bdev_get_queue(bdev)); }
+u32 ferrofs_bdev_max_segments(struct block_device *bdev) { return bdev_max_segments(bdev); }
 /* A new bio at `sector`; `prev` (if not NULL) is chained to it and submitted (blk_next_bio). */
 struct bio *ferrofs_blk_next_bio(struct bio *prev, struct block_device *bdev, unsigned short nr_vecs, bool write, u64 sector)
 { struct bio *bio = blk_next_bio(prev, bdev, nr_vecs, write ? REQ_OP_WRITE | REQ_SYNC : REQ_OP_READ, GFP_NOFS); bio->bi_iter.bi_sector = sector; return bio; }

@@ -56,6 +56,7 @@ u32 ferrofs_bdev_max_discard_sectors(struct block_device *bdev);
 int ferrofs_blkdev_issue_discard(struct block_device *bdev, u64 sector, u64 nr_sects);
 int ferrofs_blkdev_issue_flush(struct block_device *bdev);
 u32 ferrofs_bdev_max_sectors(struct block_device *bdev);
+u32 ferrofs_bdev_max_segments(struct block_device *bdev);
 struct bio *ferrofs_blk_next_bio(struct bio *prev, struct block_device *bdev, unsigned short nr_vecs, bool write, u64 sector);
 bool ferrofs_bio_add_page(struct bio *bio, struct page *page, unsigned int len, unsigned int off);
 int ferrofs_submit_bio_wait(struct bio *bio);

@@ -360,7 +360,7 @@ pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, 
             let bdev = shim::ferrofs_sb_bdev(sb);
             (crate::kfs::BlockDev::from_raw(bdev), crate::kfs::BlockDev::from_raw(bdev))
         };
-        let flash = BlkFlash::new(dev, discard_dev, name)?;
+        let flash = KBox::new(BlkFlash::new(dev, discard_dev, name)?, GFP_KERNEL)?;
         // SAFETY: `sb` and `fc` are being set up by `get_tree_bdev` for us.
         unsafe { fill_super(sb, fc, KFlash::Blk(flash)) }
     })

@@ -97,13 +97,17 @@ impl BlockDev {
         }
     }
 
-    /// The largest bio the queue takes without splitting it, in bytes: its `max_sectors`, at
-    /// most `BIO_MAX_VECS` pages, at least one page.
+    /// The largest bio of whole pages the queue takes without splitting it, in bytes: at most
+    /// its `max_sectors`, one page per segment of its `max_segments` (the pages of a bio are
+    /// not physically contiguous), `BIO_MAX_VECS` pages; at least one page.
     pub(crate) fn max_bio_bytes(&self) -> usize {
         // SAFETY: `bdev` is open (type invariant); a constant of the block layer.
-        let (sectors, vecs) = unsafe { (shim::ferrofs_bdev_max_sectors(self.bdev), shim::ferrofs_bio_max_vecs()) };
-        let by_queue = (sectors as usize).saturating_mul(SECTOR_SIZE as usize) / PAGE_BYTES * PAGE_BYTES;
-        by_queue.min((vecs as usize).saturating_mul(PAGE_BYTES)).max(PAGE_BYTES)
+        let (sectors, segments, vecs) = unsafe {
+            (shim::ferrofs_bdev_max_sectors(self.bdev), shim::ferrofs_bdev_max_segments(self.bdev), shim::ferrofs_bio_max_vecs())
+        };
+        let by_sectors = (sectors as usize).saturating_mul(SECTOR_SIZE as usize) / PAGE_BYTES * PAGE_BYTES;
+        let pages = (segments as usize).min(vecs as usize);
+        by_sectors.min(pages.saturating_mul(PAGE_BYTES)).max(PAGE_BYTES)
     }
 
     /// Read (`write` false) into or write from `buf` the byte ranges `runs`, and wait for all

@@ -12,7 +12,7 @@
 //!    (`on`). Only the second is timed: crossing into another AU makes the FTL open (and close)
 //!    one, a copy; mtdblock writes its cached erase block back. The smallest size from which
 //!    every larger boundary shows it is the AU.
-//! 3. **Open AUs** (destructive): whole AUs written in chunks, round robin over N units, N = 1,
+//! 3. **Open AUs** (destructive): half AUs written in chunks, round robin over N units, N = 1,
 //!    2, ...: once N exceeds what the FTL keeps open, every switch is a copy and the cost per
 //!    byte jumps. The largest N before the jump is the number of open AUs.
 //!
@@ -261,19 +261,28 @@ fn read_cells(t: &mut dyn ProbeTarget, o: &ProbeOptions) -> io::Result<Vec<Cell>
 }
 
 /// Test 2: writes across boundaries, `w` bytes each: the first one untimed (it puts the
-/// device in the first unit), the second timed.
+/// device in the first unit), the second timed. A boundary whose crossing is ten times slower
+/// than both sides after a round is not repeated (a unit switch on mtdblock costs a whole erase
+/// block written back); others get up to three rounds.
 fn write_cells(t: &mut dyn ProbeTarget, o: &ProbeOptions, w: u64) -> io::Result<Vec<Cell>> {
     let size = t.size();
     let mut cells = Vec::new();
     for s in candidates(2 * w, o.max_unit, size) {
         let mut m = [u64::MAX; 3];
         for bd in boundaries(size, s, 4, 2 * w) {
-            for _ in 0..o.reps.max(1).min(3) {
+            let mut r = [u64::MAX; 3];
+            for _ in 0..o.reps.clamp(1, 3) {
                 for (i, (p1, p2)) in [(bd - 2 * w, bd - w), (bd - w, bd), (bd, bd + w)].into_iter().enumerate() {
                     t.write_ns(p1, w as usize)?;
                     let ns = t.write_ns(p2, w as usize)?;
-                    m[i] = m[i].min(ns);
+                    r[i] = r[i].min(ns);
                 }
+                if r[1] / 10 > r[0].max(r[2]) {
+                    break;
+                }
+            }
+            for (mi, ri) in m.iter_mut().zip(r) {
+                *mi = (*mi).min(ri);
             }
         }
         if m[0] != u64::MAX {
@@ -283,8 +292,9 @@ fn write_cells(t: &mut dyn ProbeTarget, o: &ProbeOptions, w: u64) -> io::Result<
     Ok(cells)
 }
 
-/// Test 3: whole AUs written in `chunk`-byte pieces round robin over N units; the cost per KiB
-/// (ns) for N = 1, 2, ... until it has jumped twice.
+/// Test 3: half AUs written in `chunk`-byte pieces round robin over N units (each stream from
+/// its unit's start); the cost per KiB (ns) for N = 1, 2, ... until it jumped four times over
+/// once, or three times over twice.
 fn open_costs(t: &mut dyn ProbeTarget, o: &ProbeOptions, au: u64, chunk: u64) -> io::Result<Vec<(u32, u64)>> {
     let size = t.size();
     let first = size.div_ceil(8).div_ceil(au);
@@ -300,15 +310,18 @@ fn open_costs(t: &mut dyn ProbeTarget, o: &ProbeOptions, au: u64, chunk: u64) ->
         next = (next + u64::from(n)) % units;
         let mut ns = 0u64;
         let mut off = 0u64;
-        while off < au {
+        while off < au / 2 {
             for &s in &streams {
                 ns = ns.saturating_add(t.write_ns(s + off, chunk as usize)?);
             }
             off += chunk;
         }
-        let per_kib = ns / (u64::from(n) * au / 1024).max(1);
+        let per_kib = ns / (u64::from(n) * (au / 2) / 1024).max(1);
         out.push((n, per_kib));
         if let Some(&(_, one)) = out.first() {
+            if per_kib > one.saturating_mul(4) {
+                break;
+            }
             if per_kib > one.saturating_mul(3) {
                 jumps += 1;
                 if jumps >= 2 {
@@ -378,7 +391,7 @@ pub fn probe(t: &mut dyn ProbeTarget, o: &ProbeOptions) -> io::Result<ProbeRepor
     }
     // 3. open AUs
     if let (true, Some(a)) = (o.writes, au.value) {
-        let chunk = page.value.unwrap_or(4096).max(4096).max(a / 64).min(a);
+        let chunk = page.value.unwrap_or(4096).max(4096).max(a / 64).min(a / 2).max(1);
         let costs = open_costs(t, o, a, chunk)?;
         table.push(format!("round-robin writes of {} over N allocation units, cost per KiB:", size_name(chunk)));
         for (n, c) in &costs {
