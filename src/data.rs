@@ -65,19 +65,77 @@ pub(crate) unsafe extern "C" fn read_folio(_file: *mut bindings::file, folio: *m
     }
 }
 
-/// Readahead: fill the batch of locked folios under one engine lock. A folio that cannot be
-/// read stays not-uptodate; `read_folio` then reports the error to the reader.
+/// Folios filled by one `Engine::read_blocks` call in `readahead` at most (the default
+/// readahead window is 32 pages).
+const READ_BATCH: usize = 32;
+
+/// Readahead: fill the batch of locked folios under one engine lock, `READ_BATCH` contiguous
+/// 4 KiB folios per `Engine::read_blocks` call (one flash read for records that lie back to
+/// back). Where that fails part way (a damaged record or page), the folios it did not fill are
+/// read one by one, so only the damaged block's folio stays not-uptodate; `read_folio` then
+/// reports the error to the reader.
 pub(crate) unsafe extern "C" fn readahead(rac: *mut bindings::readahead_control) {
     // SAFETY: VFS readahead contract: `rac` describes folios of a live ferrofs file.
     let inode = unsafe { Inode::from_raw(shim::ferrofs_readahead_inode(rac)) };
     let mut fs = inode.info().lock();
-    loop {
-        // SAFETY: each folio handed out by `readahead_folio` is locked and ours to unlock; the
-        // page cache keeps it referenced until it is unlocked.
-        let Some(mut folio) = (unsafe { LockedFolio::from_locked(shim::ferrofs_readahead_folio(rac)) }) else {
-            break;
-        };
-        let _ = fill_folio_locked(&mut fs, inode, &mut folio);
+    let mut batch: [Option<LockedFolio>; READ_BATCH] = [const { None }; READ_BATCH];
+    let mut last = false;
+    while !last {
+        let mut n = 0usize;
+        let mut first = 0u64;
+        while n < READ_BATCH {
+            // SAFETY: each folio handed out by `readahead_folio` is locked and ours to unlock;
+            // the page cache keeps it referenced until it is unlocked.
+            let Some(folio) = (unsafe { LockedFolio::from_locked(shim::ferrofs_readahead_folio(rac)) }) else {
+                last = true;
+                break;
+            };
+            let idx = folio.pos() as u64 / BS as u64;
+            let fits = folio.size() == BS && (n == 0 || idx == first + n as u64);
+            if !fits {
+                // not a 4 KiB folio continuing the batch: read it on its own (after the batch)
+                let mut folio = folio;
+                read_batch(&mut fs, inode, &mut batch[..n], first);
+                n = 0;
+                let _ = fill_folio_locked(&mut fs, inode, &mut folio);
+                continue;
+            }
+            if n == 0 {
+                first = idx;
+            }
+            batch[n] = Some(folio);
+            n += 1;
+        }
+        read_batch(&mut fs, inode, &mut batch[..n], first);
+    }
+}
+
+/// Fill the contiguous 4 KiB folios `batch` (page index `first` on) with one `read_blocks`
+/// call, folios it did not fill one at a time; then unlock them all.
+fn read_batch(fs: &mut Fs, inode: &Inode, batch: &mut [Option<LockedFolio>], first: u64) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut filled = 0usize;
+    let _ = fs.read_blocks(inode.ino(), first, batch.len() as u64, &mut |k, data| {
+        if let Some(Some(f)) = batch.get_mut(k as usize) {
+            f.with_bytes_mut(|buf| {
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                buf[n..].fill(0);
+            });
+            f.mark_uptodate();
+            filled = k as usize + 1;
+        }
+    });
+    for slot in batch.iter_mut().skip(filled) {
+        if let Some(f) = slot.as_mut() {
+            let _ = fill_folio_locked(fs, inode, f);
+        }
+    }
+    for slot in batch.iter_mut() {
+        // dropping the folio unlocks it
+        *slot = None;
     }
 }
 

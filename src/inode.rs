@@ -12,7 +12,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 use crate::engine::error::Error as EError;
 use crate::engine::format::{FileType, Inode as EInode};
-use crate::engine::posix::SetAttr;
+use crate::engine::SetAttr;
 use crate::shim;
 use crate::kfs::{kerr, Dentry, Inode, SuperBlock};
 use crate::ops::OPS;

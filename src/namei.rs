@@ -10,7 +10,7 @@ use kernel::ffi::{c_char, c_int, c_uint};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::NAME_MAX;
-use crate::engine::posix::{CreateArgs, SetAttr};
+use crate::engine::{CreateArgs, SetAttr};
 use crate::shim;
 use crate::inode::{iget, refresh};
 use crate::kfs::{cstr, kerr, Dentry, Inode};

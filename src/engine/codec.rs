@@ -98,12 +98,6 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Read a little-endian u32 at `off` of `b`.
-pub fn get_u32(b: &[u8], off: usize) -> Result<u32> {
-    let mut r = Reader::new(b.get(off..).ok_or(Error::Corrupt)?);
-    r.u32()
-}
-
 /// Write a little-endian u32 at `off` of `b`.
 pub fn put_u32(b: &mut [u8], off: usize, v: u32) -> Result<()> {
     let end = off.checked_add(4).ok_or(Error::Invalid)?;

@@ -314,18 +314,6 @@ impl FileType {
             _ => return None,
         })
     }
-    /// The S_IFMT bits.
-    pub fn mode_bits(self) -> u32 {
-        match self {
-            FileType::Regular => S_IFREG,
-            FileType::Dir => S_IFDIR,
-            FileType::Symlink => S_IFLNK,
-            FileType::CharDev => S_IFCHR,
-            FileType::BlockDev => S_IFBLK,
-            FileType::Fifo => S_IFIFO,
-            FileType::Socket => S_IFSOCK,
-        }
-    }
     /// The `d_type` value used by readdir (DT_*).
     pub fn dtype(self) -> u8 {
         match self {
@@ -378,11 +366,6 @@ impl Inode {
     /// The file type.
     pub fn file_type(&self) -> Option<FileType> {
         FileType::from_mode(self.mode)
-    }
-    /// `st_blocks` estimate in 512-byte units: the size rounded up to whole 4 KiB blocks
-    /// (holes are not subtracted).
-    pub fn blocks_512(&self) -> u64 {
-        self.size.div_ceil(u64::from(BLOCK_SIZE)).saturating_mul(u64::from(BLOCK_SIZE) / 512)
     }
 
     /// Whether this is a directory.

@@ -12,7 +12,8 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::segstate;
-use crate::engine::fs::{Engine, GC_MAX_LIVE};
+use crate::engine::fs::Engine;
+use crate::engine::gc::GC_MAX_LIVE;
 use crate::engine::log::{SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 

@@ -1042,7 +1042,22 @@ impl<P: Platform, F: Flash> Log<P, F> {
         out.clear();
         out.try_resize(loc.len as usize, 0)?;
         self.read_bytes_as(loc.seg, loc.off, out.as_mut_slice(), live)?;
-        let b = out.as_slice();
+        self.check_record(out.as_slice(), loc)
+    }
+
+    /// Read the live bytes `[off, off + out.len())` of `seg` in one flash read (head buffers
+    /// taken into account), for several records that lie back to back; `check_record` then
+    /// verifies each.
+    pub fn read_span(&mut self, seg: u32, off: u32, out: &mut [u8]) -> Result<()> {
+        self.read_bytes_as(seg, off, out, true)
+    }
+
+    /// Verify that `b` (the `loc.len` bytes read at `loc`) is a valid record: its header, its
+    /// length and its CRC.
+    pub fn check_record(&self, b: &[u8], loc: Loc) -> Result<RecHdr> {
+        if b.len() != loc.len as usize {
+            return Err(Error::Corrupt);
+        }
         let hdr = RecHdr::decode(b)?;
         if hdr.len as usize + REC_HDR != loc.len as usize {
             return Err(Error::Corrupt);

@@ -56,7 +56,8 @@ use crate::engine::flash::Flash;
 use crate::engine::format::{
     kind, rtype, Inode, Key, Loc, Timespec, BLOCK_SIZE, INODE_SIZE, MAX_FILE_SIZE, REC_HDR, S_IFMT, S_IFREG,
 };
-use crate::engine::fs::{Engine, RESERVE_SEGS};
+use crate::engine::fs::Engine;
+use crate::engine::space::RESERVE_SEGS;
 use crate::engine::index::{MAX_LEVEL, NODE_MAX_BYTES};
 use crate::engine::platform::{FallibleVec, Platform};
 

@@ -6,7 +6,7 @@ use kernel::bindings;
 use kernel::types::Opaque;
 
 use crate::engine::format::{Inode as EInode, Timespec};
-use crate::engine::posix::SetAttr;
+use crate::engine::SetAttr;
 use crate::kfs::SuperBlock;
 use crate::shim;
 use crate::super_::SbInfo;

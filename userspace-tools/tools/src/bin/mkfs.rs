@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use ferrofs_engine::fs::RESERVE_SEGS;
+use ferrofs_engine::space::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{
     AnySim, BlockConfig, BlockDevice, BlockDeviceOptions, BlockSim, Flash, ImageFlash, MtdDevice, NandConfig, NandSim,

@@ -1,0 +1,312 @@
+//! Checkpoints: committing the index, writing out the heads and the segment table, the blob
+//! in the fixed checkpoint areas (slots, area switches), and freeing the segments that died
+//! before the previous checkpoint.
+
+use crate::engine::codec::{Reader, Writer};
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::Flash;
+use crate::engine::format::{segstate, CpHeader, Loc, CP_HDR_SIZE, HEAD_COLD, HEAD_META};
+use crate::engine::fs::Engine;
+use crate::engine::log::{SEG_DEAD_CP, SEG_RETIRE};
+use crate::engine::platform::{FallibleVec, Platform};
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Write a checkpoint: commit the index, flush every head, persist the segment table.
+    /// Segments whose records are all dead become free once it is on flash.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        self.in_checkpoint = true;
+        let r = self.checkpoint_inner();
+        self.in_checkpoint = false;
+        r
+    }
+
+    fn checkpoint_inner(&mut self) -> Result<()> {
+        let mut rounds = 0u32;
+        let mut locs: P::Vec<Loc> = P::Vec::new();
+        loop {
+            if self.log.has_failed_seg() {
+                rounds = rounds.saturating_add(1);
+                if rounds > 8 {
+                    self.log.failed = true;
+                    return Err(Error::Io);
+                }
+                self.relocate_failed()?;
+            }
+            // the checkpoint's own records start on a fresh write unit: a bad page of its
+            // metadata then holds no record of the operations before it (which a mount
+            // falling back to the previous checkpoint replays)
+            for h in [crate::engine::format::HEAD_HOT, HEAD_COLD, HEAD_META] {
+                self.log.flush_head(h)?;
+            }
+            self.tree.commit(&mut self.log)?;
+            self.log.flush_all()?;
+            if self.log.has_failed_seg() {
+                continue;
+            }
+            // capture the segment table, then write it to the metadata log
+            let mut table = core::mem::replace(&mut self.buf2, P::Vec::new());
+            let r = self.write_segtab(&mut table, &mut locs);
+            self.buf2 = table;
+            r?;
+            self.log.flush_all()?;
+            if !self.log.has_failed_seg() {
+                break;
+            }
+        }
+        let seq = self.log.next_seq;
+        self.log.next_seq = seq.saturating_add(1);
+        let (root, root_level, has_root) = match self.tree.root() {
+            Some((l, lv)) => (l, lv, true),
+            None => (Loc::default(), 0, false),
+        };
+        let count = self.log.segs.len();
+        let len = CP_HDR_SIZE + locs.len() * Loc::SIZE;
+        let mut stats = self.log.stats;
+        stats.checkpoints = stats.checkpoints.saturating_add(1);
+        let hdr = CpHeader {
+            seq,
+            serial: self.sb.serial,
+            len: len as u32,
+            root,
+            root_level,
+            has_root,
+            next_ino: self.next_ino,
+            next_seq: self.log.next_seq,
+            heads: self.log.head_states(),
+            stats,
+            seg_count: count as u32,
+        };
+        let mut blob = core::mem::replace(&mut self.buf2, P::Vec::new());
+        let r = self.encode_cp(&hdr, locs.as_slice(), &mut blob);
+        if r.is_err() {
+            self.buf2 = blob;
+            return r;
+        }
+        // choose a slot
+        let slots = self.slots_per_area();
+        if self.cp_next_slot >= slots {
+            if self.log.fill_on_close && self.cp_next_slot != u32::MAX {
+                // the full area's last segment may end in a part no slot fits: close it
+                let ss = u64::from(self.sb.segment_size.max(1));
+                let end = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
+                let idx = (end / ss) as usize;
+                if end % ss != 0 && idx < self.sb.cp_area_segs as usize {
+                    let seg = *self.sb.cp_segs.get(self.cp_area).and_then(|x| x.get(idx)).ok_or(Error::Corrupt)?;
+                    if let Err(e) = self.log.fill_to_end(seg, (end % ss) as u32, true) {
+                        self.buf2 = blob;
+                        return Err(e);
+                    }
+                }
+            }
+            let other = 1 - self.cp_area.min(1);
+            for i in 0..self.sb.cp_area_segs as usize {
+                let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
+                match self.log.erase(s) {
+                    Ok(true) => {}
+                    // a checkpoint-area block failed: no checkpoint can be written any more
+                    Ok(false) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(Error::Io);
+                    }
+                    Err(e) => {
+                        self.buf2 = blob;
+                        self.log.failed = true;
+                        return Err(e);
+                    }
+                }
+                // the checkpoint area keeps its META state even if erase accounting touched it
+                if let Ok(si) = self.log.seg_mut(s) {
+                    si.state = segstate::META;
+                }
+            }
+            self.cp_area = other;
+            self.cp_next_slot = 0;
+        }
+        let off = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
+        let r = self.cp_write(self.cp_area, off, blob.as_slice());
+        self.buf2 = blob;
+        if let Err(e) = r {
+            self.log.failed = true;
+            return Err(e);
+        }
+        self.cp_next_slot = self.cp_next_slot.saturating_add(1);
+        self.log.flash.flush()?;
+        self.log.stats = stats;
+        self.log.need_checkpoint = false;
+        self.log.since_checkpoint = 0;
+        self.pinned.clear();
+        for l in locs.as_slice() {
+            if !self.pinned.as_slice().contains(&l.seg) {
+                self.pinned.try_push(l.seg)?;
+            }
+        }
+        // Free the segments that were dead at the previous checkpoint already (neither this
+        // checkpoint nor the previous one, the fallback, refers to them); retire failed ones.
+        // The ones that died since wait for the next checkpoint.
+        for i in 0..self.log.segs.len() {
+            let pinned = self.pinned.as_slice().contains(&(i as u32));
+            let si = match self.log.segs.as_mut_slice().get_mut(i) {
+                Some(s) => s,
+                None => break,
+            };
+            if si.state == segstate::FULL && si.live == 0 && !pinned && si.flags & SEG_DEAD_CP == 0 {
+                si.flags |= SEG_DEAD_CP;
+                continue;
+            }
+            if si.state == segstate::FULL && si.live == 0 && !pinned {
+                si.flags &= !SEG_DEAD_CP;
+                if si.flags & SEG_RETIRE != 0 {
+                    si.state = segstate::BAD;
+                    self.log.stats.retired = self.log.stats.retired.saturating_add(1);
+                    let _ = self.log.flash.mark_bad(i as u32);
+                } else {
+                    si.state = segstate::FREE;
+                    // a block device may tell its FTL now, off the write path
+                    self.log.flash.discard_hint(i as u32);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn encode_cp(&mut self, hdr: &CpHeader, locs: &[Loc], blob: &mut P::Vec<u8>) -> Result<()> {
+        let slot = self.sb.cp_slot_size as usize;
+        blob.clear();
+        blob.try_resize(slot, 0u8)?;
+        let len = hdr.len as usize;
+        {
+            let b = blob.as_mut_slice();
+            let mut w = Writer::new(b);
+            hdr.encode(&mut w)?;
+            for l in locs {
+                l.put(&mut w)?;
+            }
+            if w.pos() != len {
+                return Err(Error::Invalid);
+            }
+        }
+        let crc = crate::engine::crc::crc32c(blob.as_slice().get(..len).ok_or(Error::Invalid)?);
+        crate::engine::codec::put_u32(blob.as_mut_slice(), 4, crc)
+    }
+
+    pub(super) fn validate_cp(&self, b: &[u8]) -> Result<CpHeader> {
+        let (h, crc) = CpHeader::decode(&mut Reader::new(b))?;
+        let len = h.len as usize;
+        if len > b.len() || len < CP_HDR_SIZE || h.serial != self.sb.serial || h.seg_count != self.sb.segment_count {
+            return Err(Error::Corrupt);
+        }
+        if len != CP_HDR_SIZE + crate::engine::format::segtab_chunks(h.seg_count) as usize * Loc::SIZE {
+            return Err(Error::Corrupt);
+        }
+        let body = b.get(..len).ok_or(Error::Corrupt)?;
+        let c = crate::engine::crc::crc32c_update(
+            crate::engine::crc::crc32c_update(crate::engine::crc::crc32c(body.get(..4).ok_or(Error::Corrupt)?), &[0, 0, 0, 0]),
+            body.get(8..).ok_or(Error::Corrupt)?,
+        );
+        if c != crc {
+            return Err(Error::Corrupt);
+        }
+        Ok(h)
+    }
+
+    /// Report the places of the newest checkpoint's metadata as `(segment, offset, length)`:
+    /// its blob's slot in the checkpoint area, each segment-table record, and the index root
+    /// node (valid right after a checkpoint). For tests and tools (scrubbing, corruption
+    /// tests); reads the blob back from the medium.
+    pub fn checkpoint_metadata(&mut self, f: &mut dyn FnMut(u32, u32, u32)) -> Result<()> {
+        let slot = self.cp_next_slot.checked_sub(1).ok_or(Error::Invalid)?;
+        if slot >= self.slots_per_area() {
+            return Err(Error::Invalid);
+        }
+        let ss = u64::from(self.sb.segment_size.max(1));
+        let off = u64::from(slot) * u64::from(self.sb.cp_slot_size);
+        let a = self.cp_area;
+        let mut blob: P::Vec<u8> = P::Vec::new();
+        blob.try_resize(usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::Invalid)?, 0)?;
+        self.cp_read(a, off, blob.as_mut_slice())?;
+        // the slot may span segments of the area
+        let mut done = 0u64;
+        let len = u64::from(self.sb.cp_slot_size);
+        while done < len {
+            let pos = off + done;
+            let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get((pos / ss) as usize)).ok_or(Error::Corrupt)?;
+            let n = (ss - pos % ss).min(len - done);
+            f(seg, (pos % ss) as u32, n as u32);
+            done += n;
+        }
+        let h = self.validate_cp(blob.as_slice())?;
+        let chunks = crate::engine::format::segtab_chunks(h.seg_count);
+        let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
+        for _ in 0..chunks {
+            let l = Loc::get(&mut r)?;
+            f(l.seg, l.off, l.len);
+        }
+        if h.has_root {
+            f(h.root.seg, h.root.off, h.root.len);
+        }
+        Ok(())
+    }
+
+    /// Length of a checkpoint blob for `segments` segments.
+    pub(super) fn cp_blob_len(segments: u32) -> u64 {
+        CP_HDR_SIZE as u64 + u64::from(crate::engine::format::segtab_chunks(segments)) * Loc::SIZE as u64
+    }
+
+    pub(super) fn slots_per_area(&self) -> u32 {
+        let area = u64::from(self.sb.cp_area_segs) * u64::from(self.sb.segment_size);
+        (area / u64::from(self.sb.cp_slot_size.max(1))) as u32
+    }
+
+    /// The piece of a `len`-byte access at linear offset `off` of checkpoint area `a` that
+    /// starts `done` bytes in: (segment, offset in it, length), stopping at the segment's end.
+    fn cp_piece(&self, a: usize, off: u64, done: usize, len: usize) -> Result<(u32, u32, usize)> {
+        let ss = u64::from(self.sb.segment_size);
+        if ss == 0 {
+            return Err(Error::Corrupt);
+        }
+        let pos = off.saturating_add(done as u64);
+        let so = (pos % ss) as u32;
+        let seg = *self.sb.cp_segs.get(a).and_then(|x| x.get((pos / ss) as usize)).ok_or(Error::Corrupt)?;
+        let n = (ss.saturating_sub(u64::from(so)) as usize).min(len.saturating_sub(done));
+        Ok((seg, so, n))
+    }
+
+    /// Read `out.len()` bytes of checkpoint area `a` at linear offset `off`.
+    pub(super) fn cp_read(&mut self, a: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < out.len() {
+            let (seg, so, n) = self.cp_piece(a, off, done, out.len())?;
+            self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
+            done = done.saturating_add(n);
+        }
+        Ok(())
+    }
+
+    /// Write `data` to checkpoint area `a` at linear offset `off`.
+    fn cp_write(&mut self, a: usize, off: u64, data: &[u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let (seg, so, n) = self.cp_piece(a, off, done, data.len())?;
+            self.log.write_fixed(seg, so, data.get(done..done + n).ok_or(Error::Corrupt)?)?;
+            done = done.saturating_add(n);
+        }
+        Ok(())
+    }
+
+    /// Checkpoint if the index cache is getting full of dirty nodes or a head lost its chain.
+    pub(crate) fn maybe_commit(&mut self) -> Result<()> {
+        if self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg() {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the dirty index or the log since the last checkpoint grew past its bound.
+    pub(crate) fn should_checkpoint(&self) -> bool {
+        self.tree.needs_commit() || self.log.since_checkpoint >= self.opts.checkpoint_log_bytes.max(1)
+    }
+}

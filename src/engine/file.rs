@@ -1,0 +1,323 @@
+//! File data: 4 KiB blocks keyed by block index (holes are missing blocks), read, write
+//! (short at a full filesystem), cutting at a size, SEEK_DATA/SEEK_HOLE, symlink targets.
+
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::Flash;
+use crate::engine::format::{
+    kind, rtype, Inode, Key, Timespec, BLOCK_SIZE, FLAG_CONT, HEAD_HOT, HEAD_META, MAX_FILE_SIZE,
+    REC_HDR, S_IFLNK, S_IFMT,
+};
+use crate::engine::fs::Engine;
+use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::space::RESERVE_SEGS;
+
+/// Data block size as u64.
+const BS: u64 = BLOCK_SIZE as u64;
+
+/// The most bytes `read_blocks` reads from the flash in one call (a readahead batch of 32
+/// 4 KiB blocks with their headers, as the kernel's default 128 KiB readahead window asks for).
+const READ_SPAN_MAX: usize = 160 * 1024;
+
+const REC_HDR_U32: u32 = REC_HDR as u32;
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Read up to `buf.len()` bytes of file `ino` at `off`; returns the count (0 at EOF).
+    pub fn read(&mut self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        self.read_data(&i, off, buf)
+    }
+
+    /// Read the target of symlink `ino` into `buf`; returns its length.
+    pub fn readlink(&mut self, ino: u64, buf: &mut [u8]) -> Result<usize> {
+        let i = self.getattr(ino)?;
+        if i.mode & S_IFMT != S_IFLNK {
+            return Err(Error::Invalid);
+        }
+        let n = (i.size as usize).min(buf.len());
+        self.read_data(&i, 0, buf.get_mut(..n).ok_or(Error::Invalid)?)
+    }
+
+    fn read_data(&mut self, i: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if off >= i.size {
+            return Ok(0);
+        }
+        let n = ((i.size - off).min(buf.len() as u64)) as usize;
+        let mut done = 0usize;
+        while done < n {
+            let pos = off.saturating_add(done as u64);
+            let blk = pos / BS;
+            let bo = (pos % BS) as usize;
+            let take = (BS as usize - bo).min(n - done);
+            let out = buf.get_mut(done..done.saturating_add(take)).ok_or(Error::Invalid)?;
+            match self.read_key(&Key::new(i.ino, kind::DATA, blk))? {
+                Some(plen) => {
+                    let p = self.payload();
+                    out.fill(0);
+                    if let Some(src) = p.get(bo..plen.min(p.len())) {
+                        let k = src.len().min(out.len());
+                        if let (Some(d), Some(s)) = (out.get_mut(..k), src.get(..k)) {
+                            d.copy_from_slice(s);
+                        }
+                    }
+                }
+                None => out.fill(0),
+            }
+            done += take;
+        }
+        Ok(n)
+    }
+
+    /// Read whole blocks `first..first + n` of regular file `ino` for the kernel's readahead,
+    /// calling `f(k, data)` for every `k` in `0..n`, in order: `data` is what block `first + k`
+    /// holds (shorter than a block where the rest reads as zeros: the record is shorter or the
+    /// file ends there; empty for a hole or a block past EOF). Data records that lie back to
+    /// back on the medium, as write-back and GC leave the blocks of a file, are read with one
+    /// flash read per span of up to `READ_SPAN_MAX` bytes instead of one per record (each
+    /// 4 KiB record straddles NAND pages, so neighbours share pages): a cold sequential read
+    /// reads every page once. An error (a damaged record, an unreadable page, no memory for
+    /// the span) is returned after the blocks before it were handed to `f`; the caller reads
+    /// the rest one block at a time to tell which block is damaged.
+    pub fn read_blocks(&mut self, ino: u64, first: u64, n: u64, f: &mut dyn FnMut(u64, &[u8])) -> Result<()> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        // the located blocks of the range, in block order
+        let end = first.saturating_add(n).min(i.size.div_ceil(BS));
+        let mut locs: P::Vec<(u64, crate::engine::format::Loc)> = P::Vec::new();
+        let mut from = Key::new(ino, kind::DATA, first);
+        while let Some((k, loc)) = self.idx_next(&from)? {
+            if k.ino != ino || k.kind != kind::DATA || k.key >= end {
+                break;
+            }
+            locs.try_push((k.key, loc))?;
+            from = Key::new(ino, kind::DATA, k.key.saturating_add(1));
+        }
+        let mut span: P::Vec<u8> = P::Vec::new();
+        let mut next = 0u64; // the next k to hand to `f`
+        let mut a = 0usize;
+        let all = locs.as_slice().len();
+        while a < all {
+            // the records [a, b) lie back to back in one segment, within READ_SPAN_MAX
+            let (_, l0) = *locs.as_slice().get(a).ok_or(Error::Corrupt)?;
+            let mut b = a + 1;
+            let mut span_end = u64::from(l0.off) + u64::from(l0.len);
+            while let Some(&(_, l)) = locs.as_slice().get(b) {
+                let gap_ok = l.seg == l0.seg
+                    && u64::from(l.off) >= span_end
+                    && u64::from(l.off) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
+                    && u64::from(l.off) + u64::from(l.len) - u64::from(l0.off) <= READ_SPAN_MAX as u64;
+                if !gap_ok {
+                    break;
+                }
+                span_end = u64::from(l.off) + u64::from(l.len);
+                b += 1;
+            }
+            let len = usize::try_from(span_end - u64::from(l0.off)).map_err(|_| Error::Corrupt)?;
+            span.clear();
+            span.try_resize(len, 0)?;
+            self.log.read_span(l0.seg, l0.off, span.as_mut_slice())?;
+            for &(blk, loc) in locs.as_slice().get(a..b).ok_or(Error::Corrupt)? {
+                let o = (loc.off - l0.off) as usize;
+                let rec = span.as_slice().get(o..o.saturating_add(loc.len as usize)).ok_or(Error::Corrupt)?;
+                let h = self.log.check_record(rec, loc)?;
+                let k = blk - first;
+                if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
+                    return Err(Error::Corrupt);
+                }
+                while next < k {
+                    f(next, &[]);
+                    next += 1;
+                }
+                // nothing past EOF, whatever the record holds
+                let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
+                let p = rec.get(REC_HDR..).unwrap_or(&[]);
+                f(k, p.get(..valid.min(p.len())).unwrap_or(&[]));
+                next = k + 1;
+            }
+            a = b;
+        }
+        while next < n {
+            f(next, &[]);
+            next += 1;
+        }
+        Ok(())
+    }
+
+    /// SEEK_DATA: the first offset >= `off` inside a data block of file `ino` (4 KiB blocks, the
+    /// index's granularity: a block that has a data record is data, even if it holds zeros).
+    /// `Ok(None)` when there is no data at or after `off` before EOF, and for `off` at or past
+    /// EOF (the caller answers ENXIO).
+    pub fn seek_data(&mut self, ino: u64, off: u64) -> Result<Option<u64>> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if off >= i.size {
+            return Ok(None);
+        }
+        match self.idx_next(&Key::new(ino, kind::DATA, off / BS))? {
+            Some((k, _)) if k.ino == ino && k.kind == kind::DATA => {
+                let at = k.key.saturating_mul(BS).max(off);
+                Ok(if at < i.size { Some(at) } else { None })
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// SEEK_HOLE: the first offset >= `off` inside a hole of file `ino` (a 4 KiB block without
+    /// a data record), or EOF, which always counts as a hole. `Err(NoSuchAddress)` (ENXIO) for
+    /// `off` at or past EOF.
+    pub fn seek_hole(&mut self, ino: u64, off: u64) -> Result<u64> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if off >= i.size {
+            return Err(Error::NoSuchAddress);
+        }
+        let mut blk = off / BS;
+        loop {
+            let start = blk.saturating_mul(BS);
+            if start >= i.size {
+                return Ok(i.size);
+            }
+            match self.idx_next(&Key::new(ino, kind::DATA, blk))? {
+                Some((k, _)) if k.ino == ino && k.kind == kind::DATA && k.key == blk => {
+                    blk = blk.saturating_add(1);
+                }
+                _ => return Ok(start.max(off)),
+            }
+        }
+    }
+
+    /// Write `data` to file `ino` at `off`; returns the count written.
+    pub fn write(&mut self, ino: u64, off: u64, data: &[u8], now: Timespec) -> Result<usize> {
+        let r = self.write_op(ino, off, data, now);
+        self.end_op(r)
+    }
+
+    fn write_op(&mut self, ino: u64, off: u64, data: &[u8], now: Timespec) -> Result<usize> {
+        let end = off.checked_add(data.len() as u64).ok_or(Error::FileTooBig)?;
+        if end > MAX_FILE_SIZE {
+            return Err(Error::FileTooBig);
+        }
+        self.begin_mutation(RESERVE_SEGS)?;
+        let mut i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if i.mode & S_IFMT == S_IFLNK {
+            return Err(Error::Invalid);
+        }
+        // short write when the filesystem is nearly full
+        let room = self
+            .capacity_bytes()
+            .saturating_sub(self.live_bytes())
+            .saturating_sub(self.reserved_space())
+            .saturating_sub(4096);
+        if room == 0 && !data.is_empty() {
+            return Err(Error::NoSpace);
+        }
+        let data = data.get(..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))).ok_or(Error::Invalid)?;
+        if off > i.size {
+            // make sure nothing stale shows up in the gap
+            self.cut_data(ino, i.size, 0)?;
+        }
+        let mut done = 0usize;
+        let mut opened = self.log.opened;
+        let need_free = RESERVE_SEGS.saturating_add(self.segtab_segments());
+        let mut blockbuf = core::mem::replace(&mut self.buf2, P::Vec::new());
+        let res = (|| -> Result<()> {
+            while done < data.len() {
+                let pos = off.saturating_add(done as u64);
+                let blk = pos / BS;
+                let bo = (pos % BS) as usize;
+                let take = (BS as usize - bo).min(data.len() - done);
+                let key = Key::new(ino, kind::DATA, blk);
+                blockbuf.clear();
+                if bo != 0 || take != BS as usize {
+                    if self.read_key(&key)?.is_some() {
+                        blockbuf.try_extend_from_slice(self.payload())?;
+                    }
+                    // bytes of the old block beyond the old EOF are stale
+                    let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
+                    if blockbuf.len() > valid {
+                        blockbuf.truncate(valid);
+                    }
+                }
+                if blockbuf.len() < bo.saturating_add(take) {
+                    blockbuf.try_resize(bo.saturating_add(take), 0)?;
+                }
+                let src = data.get(done..done.saturating_add(take)).ok_or(Error::Invalid)?;
+                let dst = blockbuf.as_mut_slice().get_mut(bo..).ok_or(Error::Invalid)?;
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = *s;
+                }
+                self.put_record(HEAD_HOT, rtype::DATA, 0, key, blockbuf.as_slice())?;
+                done = done.saturating_add(take);
+                self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(take as u64);
+                // a long write consumes segments: keep the reserve (GC) and the checkpoint bounds
+                let short = self.log.opened != opened && self.log.free_count() < need_free;
+                opened = self.log.opened;
+                if short || self.should_checkpoint() {
+                    // the inode covers what is written so far
+                    let cur = off.saturating_add(done as u64);
+                    if cur > i.size {
+                        i.size = cur;
+                    }
+                    i.mtime = now;
+                    i.ctime = now;
+                    self.write_inode(&i, 0)?;
+                    if self.should_checkpoint() {
+                        self.checkpoint()?;
+                    }
+                    self.ensure_space(need_free)?;
+                }
+            }
+            Ok(())
+        })();
+        self.buf2 = blockbuf;
+        match res {
+            Ok(()) => {}
+            // out of space part-way: a short write
+            Err(Error::NoSpace) if done > 0 => {}
+            Err(e) => return Err(e),
+        }
+        let end = off.saturating_add(done as u64);
+        if end > i.size {
+            i.size = end;
+        }
+        i.mtime = now;
+        i.ctime = now;
+        self.write_inode(&i, 0)?;
+        Ok(done)
+    }
+
+    /// Cut the file's data at byte `at`: drop blocks past it and zero the tail of the block
+    /// containing it. Records go to the metadata head with `flags` on the last one.
+    pub(crate) fn cut_data(&mut self, ino: u64, at: u64, flags: u8) -> Result<()> {
+        let blk = at / BS;
+        let r = (at % BS) as usize;
+        let first_dead = if r == 0 { blk } else { blk.saturating_add(1) };
+        if r != 0 {
+            if let Some(plen) = self.read_key(&Key::new(ino, kind::DATA, blk))? {
+                if plen > r {
+                    let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
+                    tmp.clear();
+                    let res = tmp
+                        .try_extend_from_slice(self.payload().get(..r).unwrap_or(&[]))
+                        .and_then(|_| {
+                            self.put_record(HEAD_META, rtype::DATA, FLAG_CONT, Key::new(ino, kind::DATA, blk), tmp.as_slice())
+                        });
+                    self.buf2 = tmp;
+                    res?;
+                }
+            }
+        }
+        self.delete_range(Key::new(ino, kind::DATA, first_dead), Key::new(ino, kind::DATA, u64::MAX), flags)
+    }
+}

@@ -1,0 +1,349 @@
+//! Garbage collection: the foreground cleaner (`ensure_space`), victim choice, moving a
+//! segment's live records, background steps and wear levelling, and the relocation of segments
+//! whose program failed. `gcstep.rs` cuts the same work into bounded steps.
+
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::Flash;
+use crate::engine::format::{rtype, segstate, Loc, RecHdr, HEAD_COLD, HEAD_META, NO_SEG, REC_HDR};
+use crate::engine::fs::Engine;
+use crate::engine::log::{SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::platform::{FallibleVec, Platform};
+
+/// Extra segments the foreground GC frees per checkpoint (hysteresis), at least.
+pub const GC_BATCH: u32 = 4;
+
+/// The foreground GC refuses victims more than this percentage live.
+pub const GC_MAX_LIVE: u32 = 90;
+
+/// Cleaning ahead of need (free segments above the need) takes victims at most this live.
+pub const GC_AHEAD_MAX_LIVE: u32 = 75;
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Make sure at least `min_free` segments are free, running the GC if needed.
+    pub(crate) fn ensure_space(&mut self, min_free: u32) -> Result<()> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        // Clean ahead of need: start when free segments fall below `low` (the need plus a
+        // batch) and collect victims until the segments waiting for a checkpoint cover the need
+        // plus two batches, then checkpoint once (a checkpoint writes the dirty index and the
+        // segment table, so it must free many segments to pay for itself). Above the need, one
+        // unit of work per call (a victim or a checkpoint) spreads the cleaning over the writes.
+        let batch = self.gc_batch();
+        let low = min_free.saturating_add(batch);
+        let high = low.saturating_add(batch);
+        let mut guard = self.sb.segment_count.saturating_mul(2);
+        let mut worked = false;
+        loop {
+            let free = self.log.free_count();
+            if free >= low || (worked && free >= min_free) {
+                return Ok(());
+            }
+            if guard == 0 {
+                return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
+            }
+            guard -= 1;
+            let need = free < min_free;
+            let pending = self.pending_free();
+            if pending > 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
+                self.checkpoint()?;
+                worked = true;
+                continue;
+            }
+            // Ahead of need, only victims that pay for their move (at most 3/4 live): on a
+            // nearly full filesystem moving 90 %-live segments and checkpointing would consume
+            // the reserve instead of adding to it.
+            // When the need is urgent, greedy (the most space per move); ahead of need,
+            // cost-benefit (see `pick_victim`).
+            let max_live = if need { GC_MAX_LIVE } else { GC_AHEAD_MAX_LIVE };
+            if !self.gc_once(false, max_live, need)? {
+                if need && pending > 0 {
+                    self.checkpoint()?;
+                    worked = true;
+                    continue;
+                }
+                return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
+            }
+            worked = true;
+        }
+    }
+
+    /// Segments the foreground GC frees per checkpoint, and how far ahead of need it starts
+    /// cleaning: grows with what a checkpoint writes (its segment table) and with the device
+    /// (1/64 of the log segments, a small part of the 1/8 kept out of the capacity).
+    pub(crate) fn gc_batch(&self) -> u32 {
+        let fixed = GC_BATCH.saturating_add(self.segtab_segments().saturating_mul(4));
+        let scaled = (self.main_segments() / 64).min(u64::from(u32::MAX)) as u32;
+        fixed.max(scaled)
+    }
+
+    /// One bounded step of garbage collection: move the live records of one victim segment.
+    /// `background` selects cost-benefit victim choice and static wear levelling; otherwise
+    /// greedy. Returns whether any work was done.
+    pub fn gc_step(&mut self, background: bool) -> Result<bool> {
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        if background {
+            // Idle work only when useful: scrubbing, wear levelling, or space getting short
+            // (fewer than a quarter of the log segments free) with a victim at most half live.
+            let v = match self.pick_victim(true, GC_MAX_LIVE, false) {
+                Some(v) => v,
+                None => return Ok(false),
+            };
+            let si = *self.log.seg(v)?;
+            let main = self.main_segments();
+            let short = u64::from(self.log.free_count()).saturating_mul(4) < main;
+            let cheap = u64::from(si.live).saturating_mul(2) <= u64::from(self.sb.segment_size);
+            let special = si.flags & SEG_SCRUB != 0 || self.wear_spread() > self.opts.wear_threshold;
+            if !(special || (short && cheap)) {
+                return Ok(false);
+            }
+        }
+        self.gc_once(background, GC_MAX_LIVE, !background)
+    }
+
+    /// Move one victim (foreground: at most `max_live` percent live; `greedy`: least live
+    /// rather than cost-benefit). Returns whether any work was done.
+    fn gc_once(&mut self, background: bool, max_live: u32, greedy: bool) -> Result<bool> {
+        let v = match self.pick_victim(background, max_live, greedy && !background) {
+            Some(v) => v,
+            None => return Ok(false),
+        };
+        let vi = *self.log.seg(v)?;
+        if vi.live == 0 {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        if !background
+            && u64::from(vi.live).saturating_mul(100) > u64::from(self.sb.segment_size).saturating_mul(u64::from(max_live))
+            && vi.flags & SEG_SCRUB == 0
+        {
+            // moving this segment would gain (almost) nothing
+            return Ok(false);
+        }
+        match self.move_segment(v) {
+            Ok(()) => {}
+            // an unreadable live record keeps the victim (now skipped): what could be moved was
+            Err(Error::Corrupt) if self.log.seg(v)?.flags & SEG_STUCK != 0 => {}
+            Err(e) => return Err(e),
+        }
+        self.gc_after_victim()?;
+        Ok(true)
+    }
+
+    pub(crate) fn pick_victim(&self, background: bool, max_live: u32, greedy: bool) -> Option<u32> {
+        let ss = u64::from(self.sb.segment_size);
+        let now = self.log.next_seq;
+        let mut best: Option<(u32, u64)> = None;
+        let mut minmax: Option<(u32, u32, u32)> = None; // (min erases full seg, its idx, max erases)
+        let mut maxe = 0u32;
+        let n = self.log.segs.len() as u32;
+        for (i, s) in (0..n).zip(self.log.segs.as_slice().iter()) {
+            if s.state != segstate::BAD && s.state != segstate::META {
+                maxe = maxe.max(s.erases);
+            }
+            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) || s.flags & SEG_STUCK != 0 {
+                continue;
+            }
+            if s.live == 0 {
+                // already dead: freed by the next checkpoint, nothing to move
+                continue;
+            }
+            if s.flags & SEG_SCRUB != 0 {
+                return Some(i);
+            }
+            if minmax.is_none_or(|m| s.erases < m.0) {
+                minmax = Some((s.erases, i, 0));
+            }
+            let live = u64::from(s.live);
+            if !background && live.saturating_mul(100) > ss.saturating_mul(u64::from(max_live)) {
+                // moving it would gain too little (gc_once refuses it)
+                continue;
+            }
+            // Cost-benefit (1 - u) * age / (1 + u), scaled, unless the need is urgent. Greedy
+            // (least live) keeps picking young metadata segments (index nodes, inode updates,
+            // segment tables) whose records would soon die anyway; moving their index nodes
+            // dirties the index and forces a checkpoint, which writes new such segments: at
+            // 90 % fill with small files it cleaned about one victim per checkpoint. When free
+            // segments are short, though, only the space a move gains counts (an old, almost
+            // full victim would consume the last free segments).
+            let score = if greedy {
+                ss.saturating_sub(live)
+            } else {
+                let age = now.saturating_sub(s.seq).max(1);
+                ss.saturating_sub(live).saturating_mul(age) / ss.saturating_add(live).max(1)
+            };
+            if live < ss && best.is_none_or(|b| score > b.1) {
+                best = Some((i, score));
+            }
+        }
+        if background {
+            if let Some((mine, idx, _)) = minmax {
+                if maxe.saturating_sub(mine) > self.opts.wear_threshold {
+                    return Some(idx);
+                }
+            }
+        }
+        best.map(|b| b.0)
+    }
+
+    pub(crate) fn is_head_seg(&self, s: u32) -> bool {
+        self.log.heads.iter().any(|h| h.seg == s || h.next == s)
+    }
+
+    pub(crate) fn wear_spread(&self) -> u32 {
+        let mut lo = u32::MAX;
+        let mut hi = 0u32;
+        for s in self.log.segs.as_slice() {
+            if s.state != segstate::BAD && s.state != segstate::META {
+                lo = lo.min(s.erases);
+                hi = hi.max(s.erases);
+            }
+        }
+        hi.saturating_sub(lo)
+    }
+
+    /// Move every live record out of segment `v` (to the cold head for file data, to the meta
+    /// head for metadata; live index nodes are dirtied). The segment becomes free (or bad, if it
+    /// is being retired) at the next checkpoint.
+    fn move_segment(&mut self, v: u32) -> Result<()> {
+        let vi = *self.log.seg(v)?;
+        let mut off = 0u32;
+        while let Some(loc) = self.gc_move_next(v, off, vi.seq)? {
+            off = loc.off.saturating_add(loc.len);
+            self.gc_bound_index()?;
+            if self.log.seg(v)?.live == 0 {
+                break;
+            }
+        }
+        if self.gc_settle(v, vi.flags)? {
+            return Err(Error::Corrupt);
+        }
+        Ok(())
+    }
+
+    /// Move the first record of segment `v` (sequence `seq`) at or after `off` (see
+    /// `gc_record`); returns where it was, or `None` at the end of the segment.
+    pub(crate) fn gc_move_next(&mut self, v: u32, off: u32, seq: u64) -> Result<Option<Loc>> {
+        let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
+        let res = match self.log.scan(v, off, seq, &mut tmp) {
+            Ok(Some((h, loc))) => self.gc_record(&h, loc, &tmp).map(|()| Some(loc)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        self.buf2 = tmp;
+        res
+    }
+
+    /// Keep the dirty part of the index bounded while moving a large segment.
+    pub(crate) fn gc_bound_index(&mut self) -> Result<()> {
+        if self.should_checkpoint() {
+            if self.in_checkpoint {
+                self.tree.commit(&mut self.log)?;
+            } else {
+                self.checkpoint()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After moving what could be moved out of segment `v` (whose flags were `flags0` when the
+    /// move began): returns true when something live is left in it, which is then stuck.
+    pub(crate) fn gc_settle(&mut self, v: u32, flags0: u8) -> Result<bool> {
+        if self.log.seg(v)?.live != 0 {
+            // Something live could not be read back (an uncorrectable page stops the scan):
+            // keep the segment, never erase live data, and never pick it again (every later
+            // move would fail the same way, and the foreground GC would fail every write).
+            // Once nothing in it is live it is retired, not reused.
+            let si = self.log.seg_mut(v)?;
+            si.flags &= !SEG_SCRUB;
+            si.flags |= SEG_STUCK | SEG_RETIRE;
+            return Ok(true);
+        }
+        if flags0 & SEG_SCRUB != 0 && flags0 & SEG_RETIRE == 0 {
+            self.log.faults.scrubbed_segments = self.log.faults.scrubbed_segments.saturating_add(1);
+        }
+        Ok(false)
+    }
+
+    /// After a victim: commit if due, and checkpoint when free segments ran down to the margin.
+    pub(crate) fn gc_after_victim(&mut self) -> Result<()> {
+        self.maybe_commit()?;
+        if self.log.free_count() <= self.cp_margin() {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Relocate the records of segments whose program failed (heads in ghost mode and the
+    /// shadow), so that the next checkpoint can retire them.
+    pub(super) fn relocate_failed(&mut self) -> Result<()> {
+        let mut guard = 0u32;
+        loop {
+            guard = guard.saturating_add(1);
+            if guard > 16 {
+                self.log.failed = true;
+                return Err(Error::Io);
+            }
+            if self.log.shadow.is_none() {
+                match self.log.heads.iter().position(|h| h.ghost) {
+                    Some(h) => self.log.ghost_to_shadow(h)?,
+                    None => return Ok(()),
+                }
+            }
+            let seg = match &self.log.shadow {
+                Some(sh) => sh.seg,
+                None => continue,
+            };
+            if seg != NO_SEG {
+                let r = self.move_segment(seg);
+                if r.is_err() {
+                    self.log.failed = true;
+                }
+                r?;
+            }
+            self.log.shadow = None;
+        }
+    }
+
+    pub(crate) fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {
+        match h.rtype {
+            rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
+                if self.idx_get(&h.key)? == Some(loc) {
+                    let payload = rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
+                    let head = if h.rtype == rtype::DATA { HEAD_COLD } else { HEAD_META };
+                    let nl = match self.log.append(head, h.rtype, 0, h.key, payload) {
+                        Ok(nl) => nl,
+                        Err(e) => {
+                            if h.rtype == rtype::INODE {
+                                self.icache_forget(h.key.ino);
+                            }
+                            return Err(e);
+                        }
+                    };
+                    if h.rtype == rtype::INODE {
+                        // the same bytes at a new place: a cached copy stays right
+                        self.icache_moved(h.key.ino, loc, nl);
+                    }
+                    self.idx_set(h.key, nl)?;
+                    self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
+                    self.log.stats.gc_bytes = self.log.stats.gc_bytes.saturating_add(u64::from(loc.len));
+                }
+                Ok(())
+            }
+            rtype::INDEX => {
+                let level = *rec.as_slice().get(REC_HDR).ok_or(Error::Corrupt)?;
+                if self.tree.node_live(&mut self.log, loc, &h.key, level, true)? {
+                    self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Keyed records: appending a record and pointing the index at it (keeping the segment usage
+//! right), deleting key ranges, and reading the record a key points to.
+
+use crate::engine::codec::Writer;
+use crate::engine::error::{Error, Result};
+use crate::engine::flash::Flash;
+use crate::engine::format::{kind, rtype, Inode, Key, Loc, HEAD_META, INODE_SIZE, REC_HDR};
+use crate::engine::fs::Engine;
+use crate::engine::platform::{FallibleVec, Platform};
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Point `key` at `loc`, keeping the segment usage table right.
+    pub(crate) fn idx_set(&mut self, key: Key, loc: Loc) -> Result<()> {
+        let old = self.tree.insert(&mut self.log, key, loc)?;
+        self.log.live_add(loc);
+        if let Some(o) = old {
+            crate::engine::index::NodeIo::dead(&mut self.log, o);
+        }
+        Ok(())
+    }
+
+    /// Look `key` up.
+    pub(crate) fn idx_get(&mut self, key: &Key) -> Result<Option<Loc>> {
+        self.tree.get(&mut self.log, key)
+    }
+
+    /// First key >= `from`.
+    pub(crate) fn idx_next(&mut self, from: &Key) -> Result<Option<(Key, Loc)>> {
+        self.tree.next(&mut self.log, from)
+    }
+
+    /// Remove every key in `[a, b]`.
+    ///
+    /// Each key `next` finds must be removable: a key that lookups do not reach (a forged
+    /// index node holding keys outside its parent's range) would otherwise come back from
+    /// `next` forever. Such a tree is `Corrupt`.
+    pub(crate) fn idx_del_range(&mut self, a: Key, b: Key) -> Result<()> {
+        let mut from = a;
+        loop {
+            let (k, _) = match self.tree.next(&mut self.log, &from)? {
+                Some(x) if x.0 <= b => x,
+                _ => return Ok(()),
+            };
+            match self.tree.remove(&mut self.log, &k)? {
+                Some(o) => crate::engine::index::NodeIo::dead(&mut self.log, o),
+                None => return Err(Error::Corrupt),
+            }
+            from = k;
+        }
+    }
+
+    /// Append a DELETE record for `[a, b]` to the metadata head and apply it.
+    pub(crate) fn delete_range(&mut self, a: Key, b: Key, flags: u8) -> Result<()> {
+        let mut p = [0u8; 2 * Key::SIZE];
+        {
+            let mut w = Writer::new(&mut p);
+            a.put(&mut w)?;
+            b.put(&mut w)?;
+        }
+        self.log.append(HEAD_META, rtype::DELETE, flags, a, &p)?;
+        self.idx_del_range(a, b)
+    }
+
+    /// Write an inode record and index it.
+    pub(crate) fn write_inode(&mut self, ino: &Inode, flags: u8) -> Result<()> {
+        let mut p = [0u8; INODE_SIZE];
+        ino.encode(&mut p)?;
+        let key = Key::new(ino.ino, kind::INODE, 0);
+        let loc = self.log.append(HEAD_META, rtype::INODE, flags, key, &p)?;
+        self.icache_forget(ino.ino);
+        self.inode_records = self.inode_records.saturating_add(1);
+        self.idx_set(key, loc)?;
+        self.icache_put(loc, ino);
+        Ok(())
+    }
+
+    /// Append a keyed record and index it.
+    pub(crate) fn put_record(&mut self, head: usize, rt: u8, flags: u8, key: Key, payload: &[u8]) -> Result<Loc> {
+        let loc = self.log.append(head, rt, flags, key, payload)?;
+        self.idx_set(key, loc)?;
+        Ok(loc)
+    }
+
+    /// Read the record for `key` into `self.buf`; returns the payload length.
+    pub(crate) fn read_key(&mut self, key: &Key) -> Result<Option<usize>> {
+        let loc = match self.idx_get(key)? {
+            Some(l) => l,
+            None => return Ok(None),
+        };
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        let r = self.log.read_record(loc, &mut tmp);
+        self.buf = tmp;
+        let h = r?;
+        if h.key != *key {
+            return Err(Error::Corrupt);
+        }
+        Ok(Some(h.len as usize))
+    }
+
+    /// Read the record for `key` at `loc` (a location the index just returned, e.g. from
+    /// `idx_next`) into `self.buf`, without descending the index again; returns the payload length.
+    pub(crate) fn read_at(&mut self, key: &Key, loc: Loc) -> Result<usize> {
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        let r = self.log.read_record(loc, &mut tmp);
+        self.buf = tmp;
+        let h = r?;
+        if h.key != *key {
+            return Err(Error::Corrupt);
+        }
+        Ok(h.len as usize)
+    }
+
+    /// Payload of the record last read by `read_key` or `read_at`.
+    pub(crate) fn payload(&self) -> &[u8] {
+        self.buf.as_slice().get(REC_HDR..).unwrap_or(&[])
+    }
+
+    /// Delete one key (a DELETE record for `[key, key]`).
+    pub(super) fn del_key(&mut self, key: Key, flags: u8) -> Result<()> {
+        self.delete_range(key, key, flags)
+    }
+}
