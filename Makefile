@@ -104,3 +104,30 @@ IMAGES ?= 200
 
 hostile: initramfs
 	tests/hostile/run-hostile.sh $(IMAGES) $(or $(SEED),1)
+# ferrofs as the root filesystem of a booting machine (issue 14): tests/rootfs/run-rootfs.sh.
+#   make rootfs-image                  minimal Debian (mmdebstrap, sysvinit; busybox fallback) packed by
+#                                      mkfs.ferrofs -r into build/rootfs/rootfs-{nand,block}.img
+#   make run-rootfs [ROOTDEV=block]    boot it interactively (NAND over block2mtd by default)
+#   make rootfs-test                   what `make test` runs: install+reboot+verify, the initramfs's
+#                                      failures, 3 power cuts (NAND)
+#   make rootfs-powercut CUTS=N [ROOTDEV=block] [SEED=S]   prints "root power cuts: N cuts, ..."
+#   make rootfs-boottime [REPEAT=N]    time to init: ferrofs NAND and block, UBIFS, ext4
+.PHONY: rootfs-image rootfs-initramfs run-rootfs rootfs-test rootfs-powercut rootfs-boottime
+ROOTDEV ?= nand
+rootfs-image: tools
+	qemu/mkrootfs.sh
+
+rootfs-initramfs: module
+	source qemu/env.sh && qemu/mkinitramfs-root.sh "$$(kernel_dir)/linux" build/initramfs-root-$${FERROFS_KFLAVOUR}.cpio
+
+run-rootfs: rootfs-image rootfs-initramfs
+	ROOTDEV=$(ROOTDEV) tests/rootfs/run-rootfs.sh shell
+
+rootfs-test: rootfs-image rootfs-initramfs
+	tests/rootfs/run-rootfs.sh quick
+
+rootfs-powercut: rootfs-image rootfs-initramfs
+	CUTS=$(CUTS) ROOTDEV=$(ROOTDEV) $(if $(SEED),SEED=$(SEED)) tests/rootfs/run-rootfs.sh powercut
+
+rootfs-boottime: rootfs-image rootfs-initramfs
+	$(if $(REPEAT),REPEAT=$(REPEAT)) tests/rootfs/run-rootfs.sh boottime

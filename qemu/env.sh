@@ -28,6 +28,20 @@ kernel_key() {
 
 kernel_dir() { echo "$FERROFS_CACHE/kernel-$FERROFS_KFLAVOUR-$(kernel_key)"; }
 
+# The kernel command line of every test guest (qemu/run-guest.sh, the power-cut drivers).
+# no_timer_check: under TCG on a loaded host the IO-APIC timer check can misfire and panic the boot
+# ("IO-APIC + timer doesn't work"); a 120 s RCU stall timeout keeps a starved vCPU thread (host
+# load, not the guest) from being reported as a stall after the default 21 s.
+# pci=noacpi: PCI interrupts are routed from the BIOS's PIRQ table, not by evaluating the DSDT's
+# _PRT method. QEMU's i440fx _PRT is an AML While loop over 128 entries; the ACPI interpreter of
+# the debug kernel (KASAN, lockdep, SLUB debugging) under TCG took about 25 s per virtio device
+# for it, and past 30 s ACPICA aborts it (AE_AML_LOOP_TIMEOUT, "PCI INT A: no GSI"): the disk
+# then has no interrupt and the boot hangs in the partition scan, before /init. That was every
+# "did not reach /init" seen in the debug power-cut runs, and the ~60 s debug boots with disks.
+GUEST_CMDLINE="console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check pci=noacpi rcupdate.rcu_cpu_stall_timeout=120"
+# Kernel reports that fail a guest run when they appear in a kernel line of its console.
+KERNEL_PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
+
 # One kernel build per flavour at a time: qemu/build-kernel.sh deletes an unfinished tree before it
 # starts, so two checkouts (or `make module` beside `make test`) building the same kernel at once
 # would destroy each other's work. Sourced by build-kernel.sh, this waits for the other build; the

@@ -8,7 +8,7 @@ PKGS=(
   clang-19 lld-19 llvm-19 libclang-19-dev
   flex bison bc libelf-dev libssl-dev cpio xz-utils make kmod file
   qemu-system-x86 busybox-static mtd-utils f2fs-tools e2fsprogs
-  stress-ng fio
+  stress-ng fio mmdebstrap
 )
 BINDGEN_VERSION=0.71.1
 

@@ -54,16 +54,6 @@ mkdir -p "$FERROFS_ROOT/build/logs"
 log="${log:-$FERROFS_ROOT/build/logs/$name.log}"
 
 qemu_base=(qemu-system-x86_64 -nodefaults -no-reboot -m "$mem" -smp 2 -kernel "$KERNEL" -initrd "$initrd")
-# no_timer_check: under TCG on a loaded host the IO-APIC timer check can misfire and panic the boot
-# ("IO-APIC + timer doesn't work"); a 120 s RCU stall timeout keeps a starved vCPU thread (host
-# load, not the guest) from being reported as a stall after the default 21 s.
-# pci=noacpi: PCI interrupts are routed from the BIOS's PIRQ table, not by evaluating the DSDT's
-# _PRT method. QEMU's i440fx _PRT is an AML While loop over 128 entries; the ACPI interpreter of
-# the debug kernel (KASAN, lockdep, SLUB debugging) under TCG took about 25 s per virtio device
-# for it, and past 30 s ACPICA aborts it (AE_AML_LOOP_TIMEOUT, "PCI INT A: no GSI"): the disk
-# then has no interrupt and the boot hangs in the partition scan, before /init. That was every
-# "did not reach /init" seen in the debug power-cut runs, and the ~60 s debug boots with disks.
-cmdline_base="console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check pci=noacpi rcupdate.rcu_cpu_stall_timeout=120"
 
 # KVM only if a probe shows that it boots; the verdict is cached per QEMU and kernel.
 choose_accel() {
@@ -74,7 +64,7 @@ choose_accel() {
   probe="$FERROFS_CACHE/kvm-probe-$key"
   if [ ! -f "$probe" ]; then
     if timeout 30 "${qemu_base[@]}" -accel kvm -cpu host -display none -serial stdio \
-         -append "$cmdline_base ferrofs.run=__probe" 2>/dev/null | grep -q "FERROFS-RESULT"; then
+         -append "$GUEST_CMDLINE ferrofs.run=__probe" 2>/dev/null | grep -q "FERROFS-RESULT"; then
       echo kvm > "$probe"
     else
       echo tcg > "$probe"
@@ -91,7 +81,7 @@ esac
 disk_args=()
 for d in "${disks[@]}"; do disk_args+=(-drive "file=$d,if=virtio,format=raw,cache=unsafe"); done
 
-cmdline="$cmdline_base ferrofs.run=$name"
+cmdline="$GUEST_CMDLINE ferrofs.run=$name"
 [ -n "$args" ] && cmdline+=" ferrofs.args=$args"
 [ -n "$append" ] && cmdline+=" $append"
 
@@ -100,7 +90,7 @@ if [ "$name" = shell ]; then
   exec "${qemu_base[@]}" "${accel_args[@]}" "${disk_args[@]}" -display none -serial mon:stdio -append "$cmdline"
 fi
 
-PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
+PROBLEMS="$KERNEL_PROBLEMS"
 attempt=1
 # PREINIT_S: seconds a boot may take to reach /init (the debug kernel under TCG needs about 60).
 preinit_s="${PREINIT_S:-200}"

@@ -3,17 +3,12 @@
 //! The background thread (periodic checkpoints at `commit=`, background GC at `gc=on`) and the
 //! debugfs statistics it refreshes.
 
-use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
-use kernel::bindings;
 use kernel::c_str;
-use kernel::ffi::{c_int, c_long, c_void};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::gcstep::GcProgress;
-use crate::shim;
-use crate::kfs::sbi;
-use crate::super_::{ByteWriter, SbInfo};
+use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
+use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
 pub(crate) const STAT_NAMES: [&CStr; 38] = [
@@ -67,58 +62,37 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("dev_max_open_segments"),
 ];
 
-/// The module's debugfs root, /sys/kernel/debug/ferrofs.
-pub(crate) static DEBUGFS_ROOT: AtomicPtr<bindings::dentry> = AtomicPtr::new(ptr::null_mut());
+/// The background thread: every second, background GC (`gc=on`), a checkpoint every
+/// `commit=` seconds when anything was logged, and the statistics. It sleeps in the freezer
+/// during system suspend; unmount and remount read-only stop it (at once: see
+/// `KthreadCtx::sleep`).
+struct Bg;
 
-pub(crate) unsafe extern "C" fn bg_thread(data: *mut c_void) -> c_int {
-    let sb = data as *mut bindings::super_block;
-    // SAFETY: `data` is the superblock, which outlives the thread: `put_super` (and a
-    // remount read-only) stop the thread before anything is freed.
-    let info = unsafe { sbi(sb) };
-    let mut last_seq = info.lock().log_seq();
-    let mut ticks = 0u32;
-    // SAFETY: called from the kthread itself: it takes part in system suspend (the freezer).
-    unsafe { shim::ferrofs_set_freezable() };
-    // SAFETY: a plain conversion.
-    let second = unsafe { bindings::__msecs_to_jiffies(1000) } as c_long;
-    loop {
-        // The sleep state is set before the stop test, so a `kthread_stop` after the test
-        // still wakes the sleep below at once: unmount does not wait for the timeout.
-        // SAFETY: called from the kthread itself.
-        unsafe { shim::ferrofs_set_current_interruptible() };
-        // SAFETY: as above.
-        if unsafe { bindings::kthread_should_stop() } {
-            // SAFETY: as above.
-            unsafe { shim::ferrofs_set_current_running() };
-            break;
-        }
-        // SAFETY: sleeps (freezable) until the timeout or a wake-up; returns running.
-        unsafe { bindings::schedule_timeout(second) };
-        // SAFETY: called from the kthread itself, running; enters the freezer if a system
-        // suspend is freezing tasks.
-        if unsafe { bindings::kthread_freezable_should_stop(ptr::null_mut()) } {
-            break;
-        }
-        ticks = ticks.saturating_add(1);
-        if info.opts.gc {
-            bg_gc(info, sb);
-        }
-        let mut fs = info.lock();
-        // Read-only (remount, freeze, a read-only mount) or failed: nothing to do.
-        // SAFETY: `sb` is mounted (see above).
-        if fs.is_read_only() || fs.is_failed() || unsafe { shim::ferrofs_sb_rdonly(sb) } {
-            continue;
-        }
-        if ticks >= info.opts.commit && fs.log_seq() != last_seq {
-            if let Err(e) = fs.sync() {
-                pr_err!("{}: periodic checkpoint failed: {:?}\n", info.dev, e);
+impl SbThread for Bg {
+    fn run(sb: &SuperBlock, t: &KthreadCtx) {
+        let info = sb.info();
+        let mut last_seq = info.lock().log_seq();
+        let mut ticks = 0u32;
+        while t.sleep(1000) {
+            ticks = ticks.saturating_add(1);
+            if info.opts.gc {
+                bg_gc(sb, t);
             }
-            last_seq = fs.log_seq();
-            ticks = 0;
+            let mut fs = info.lock();
+            // Read-only (remount, freeze, a read-only mount) or failed: nothing to do.
+            if fs.is_read_only() || fs.is_failed() || sb.rdonly() {
+                continue;
+            }
+            if ticks >= info.opts.commit && fs.log_seq() != last_seq {
+                if let Err(e) = fs.sync() {
+                    pr_err!("{}: periodic checkpoint failed: {:?}\n", info.dev, e);
+                }
+                last_seq = fs.log_seq();
+                ticks = 0;
+            }
+            info.publish_stats(&mut fs);
         }
-        info.publish_stats(&mut fs);
     }
-    0
 }
 
 /// Record bytes the background GC scans (reads, and moves if live) per hold of the engine
@@ -130,13 +104,13 @@ pub(crate) const GC_STEP_BYTES: u32 = 32 * 1024;
 /// `GC_STEP_BYTES` with the engine lock dropped between steps. Stops early (the victim is
 /// taken up again later, from its start) when the thread is asked to stop or the filesystem
 /// turns read-only.
-fn bg_gc(info: &SbInfo, sb: *mut bindings::super_block) {
+fn bg_gc(sb: &SuperBlock, t: &KthreadCtx) {
+    let info = sb.info();
     let mut cur = None;
     loop {
         let r = {
             let mut fs = info.lock();
-            // SAFETY: `sb` is mounted (see `bg_thread`).
-            if fs.is_read_only() || fs.is_failed() || unsafe { shim::ferrofs_sb_rdonly(sb) } {
+            if fs.is_read_only() || fs.is_failed() || sb.rdonly() {
                 return;
             }
             fs.gc_step_bounded(true, cur, GC_STEP_BYTES)
@@ -150,50 +124,18 @@ fn bg_gc(info: &SbInfo, sb: *mut bindings::super_block) {
                 return;
             }
         }
-        // SAFETY: called from the kthread itself.
-        if unsafe { bindings::kthread_should_stop() } {
+        if t.should_stop() {
             return;
         }
     }
 }
 
-/// Start the background thread of a read-write superblock.
-///
-/// # Safety
-///
-/// `sb` must be fully set up by `fill_super` and not being torn down; the caller holds
-/// `s_umount` (or is `fill_super`), so `bg` has no concurrent writer.
-pub(crate) unsafe fn start_bg(sb: *mut bindings::super_block) {
-    // SAFETY: per the contract.
-    let info = unsafe { sbi(sb) };
-    if !info.bg.load(Ordering::Acquire).is_null() {
-        return;
-    }
+/// Start the background thread of a read-write superblock (if it does not run yet). The
+/// caller holds `s_umount` or is `fill_super`.
+pub(crate) fn start_bg(sb: &SuperBlock) {
+    let info = sb.info();
     let mut name = [0u8; 16];
-    let mut w = ByteWriter { buf: &mut name, len: 0 };
-    let _ = core::fmt::write(&mut w, format_args!("{}", info.dev));
-    // SAFETY: `bg_thread` runs until `kthread_stop`; the name format is a plain "%s" and
-    // `name` is NUL-terminated (ByteWriter keeps the last byte zero).
-    let task = unsafe {
-        bindings::kthread_create_on_node(Some(bg_thread), sb.cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_ptr())
-    };
-    let task = match kernel::error::from_err_ptr(task) {
-        Ok(t) => t,
-        Err(e) => {
-            pr_warn!("{}: no background thread ({}): checkpoints only at sync and unmount\n", info.dev, e.to_errno());
-            return;
-        }
-    };
-    info.bg.store(task, Ordering::Release);
-    // SAFETY: `task` is a freshly created kthread.
-    unsafe { bindings::wake_up_process(task) };
-}
-
-/// Stop the background thread, if it runs (it wakes at once and exits).
-pub(crate) fn stop_bg(info: &SbInfo) {
-    let task = info.bg.swap(ptr::null_mut(), Ordering::AcqRel);
-    if !task.is_null() {
-        // SAFETY: `task` is our kthread, which only returns once asked to stop.
-        unsafe { bindings::kthread_stop(task) };
+    if let Err(e) = ThreadSlot::start::<Bg>(sb, dev_cstr(&info.dev, &mut name)) {
+        pr_warn!("{}: no background thread ({}): checkpoints only at sync and unmount\n", info.dev, e.to_errno());
     }
 }

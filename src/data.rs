@@ -12,18 +12,17 @@
 //! and the inode dirty: no engine call, no flash I/O. `writepages` gives each run of contiguous
 //! dirty folios to the engine as one `write_blocks` call and releases their budget.
 
-use core::ptr;
 use core::sync::atomic::Ordering;
 
 use kernel::bindings;
+use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint, c_void};
 use kernel::prelude::*;
 
 use crate::engine::error::Error as EError;
 use crate::engine::format::BLOCK_SIZE;
 use crate::engine::writeback::{BUDGET_PER_BLOCK, BUDGET_PER_INODE};
-use crate::kfs::{clear_budget_mark, kerr, kerr_data, Inode, LockedFolio};
-use crate::shim;
+use crate::kfs::{kerr, kerr_data, File, Folio, Inode, LockedFolio, Readahead, Vma, VmFault, Writeback};
 use crate::super_::{Fs, SbInfo};
 
 const BS: usize = BLOCK_SIZE as usize;
@@ -50,14 +49,18 @@ fn fill_folio_locked(fs: &mut Fs, inode: &Inode, folio: &mut LockedFolio) -> Res
     Ok(())
 }
 
+/// `address_space_operations::read_folio`.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a locked folio of a ferrofs regular file.
 pub(crate) unsafe extern "C" fn read_folio(_file: *mut bindings::file, folio: *mut bindings::folio) -> c_int {
     // SAFETY: the VFS passes a locked folio of a ferrofs regular file, ours to unlock; the VFS
-    // holds its reference.
-    let Some(mut folio) = (unsafe { LockedFolio::from_locked(folio) }) else {
+    // holds its reference; the host of a locked folio's mapping is a live ferrofs inode.
+    let (folio, inode) = unsafe { (LockedFolio::from_locked(folio), Inode::from_locked_folio(folio)) };
+    let Some(mut folio) = folio else {
         return EINVAL.to_errno();
     };
-    // SAFETY: the host of a locked folio's mapping is a live ferrofs inode.
-    let inode = unsafe { Inode::from_raw(folio.inode_ptr()) };
     // dropping `folio` unlocks it
     match fill_folio(inode, &mut folio) {
         Ok(()) => 0,
@@ -74,9 +77,14 @@ const READ_BATCH: usize = 32;
 /// back). Where that fails part way (a damaged record or page), the folios it did not fill are
 /// read one by one, so only the damaged block's folio stays not-uptodate; `read_folio` then
 /// reports the error to the reader.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a readahead request of a ferrofs regular file.
 pub(crate) unsafe extern "C" fn readahead(rac: *mut bindings::readahead_control) {
     // SAFETY: VFS readahead contract: `rac` describes folios of a live ferrofs file.
-    let inode = unsafe { Inode::from_raw(shim::ferrofs_readahead_inode(rac)) };
+    let rac = unsafe { Readahead::from_raw(rac) };
+    let inode = rac.inode();
     let mut fs = inode.info().lock();
     let mut batch: [Option<LockedFolio>; READ_BATCH] = [const { None }; READ_BATCH];
     let mut last = false;
@@ -84,9 +92,7 @@ pub(crate) unsafe extern "C" fn readahead(rac: *mut bindings::readahead_control)
         let mut n = 0usize;
         let mut first = 0u64;
         while n < READ_BATCH {
-            // SAFETY: each folio handed out by `readahead_folio` is locked and ours to unlock;
-            // the page cache keeps it referenced until it is unlocked.
-            let Some(folio) = (unsafe { LockedFolio::from_locked(shim::ferrofs_readahead_folio(rac)) }) else {
+            let Some(folio) = rac.next_folio() else {
                 last = true;
                 break;
             };
@@ -175,14 +181,9 @@ fn make_free_space(inode: &Inode) {
     // while index nodes are dirty.
     if info.budget.reserved() > 0 {
         let _ = inode.write_and_wait();
-        // SAFETY: `sb` is mounted (the inode is live); `writeback_inodes_sb` requires `s_umount`
-        // held, which we take for reading as UBIFS's `shrink_liability` does (write(2) and page
-        // faults never hold it).
-        unsafe {
-            bindings::down_read(&mut (*sb.as_ptr()).s_umount);
-            bindings::writeback_inodes_sb(sb.as_ptr(), bindings::wb_reason_WB_REASON_FS_FREE_SPACE);
-            bindings::up_read(&mut (*sb.as_ptr()).s_umount);
-        }
+        // `writeback_inodes_sb` requires `s_umount` held, which we take for reading as
+        // UBIFS's `shrink_liability` does (write(2) and page faults never hold it)
+        sb.umount_read().writeback_inodes();
     }
     let mut fs = info.lock();
     if !fs.is_read_only() && !fs.is_failed() && fs.budget_figures().2 > 0 {
@@ -219,14 +220,7 @@ fn zero_eof_tail(inode: &Inode, isize: i64) {
     if isize as usize % BS == 0 {
         return;
     }
-    // SAFETY: the mapping of a live inode; `filemap_lock_folio` returns a locked, referenced
-    // folio or an error pointer.
-    let raw = unsafe { shim::ferrofs_filemap_lock_folio(inode.mapping(), isize) };
-    let Ok(raw) = kernel::error::from_err_ptr(raw) else {
-        return;
-    };
-    // SAFETY: a locked, referenced folio, both passing to the wrapper.
-    if let Some(mut f) = unsafe { LockedFolio::from_locked_owned(raw) } {
+    if let Some(mut f) = inode.lock_cached_folio(isize) {
         if f.mapping() == inode.mapping() && f.is_uptodate() {
             let off = (isize - f.pos()) as usize;
             f.zero(off, f.size());
@@ -234,6 +228,11 @@ fn zero_eof_tail(inode: &Inode, isize: i64) {
     }
 }
 
+/// `address_space_operations::write_begin`.
+///
+/// # Safety
+///
+/// Called by the VFS only (write_begin contract).
 pub(crate) unsafe extern "C" fn write_begin(
     _file: *mut bindings::file,
     mapping: *mut bindings::address_space,
@@ -243,8 +242,8 @@ pub(crate) unsafe extern "C" fn write_begin(
     _fsdata: *mut *mut c_void,
 ) -> c_int {
     // SAFETY: VFS write_begin contract: `mapping` is the mapping of a live ferrofs file, whose
-    // inode lock the caller holds.
-    let inode = unsafe { Inode::from_raw((*mapping).host) };
+    // inode lock the caller holds; `foliop` is the VFS's out pointer, for the call.
+    let (inode, foliop) = unsafe { (Inode::from_mapping(mapping), &mut *foliop) };
     let isize = inode.size();
     if pos > isize && (pos as usize / BS) > (isize as usize / BS) {
         zero_eof_tail(inode, isize);
@@ -252,9 +251,7 @@ pub(crate) unsafe extern "C" fn write_begin(
     // a reservation made by the slow path before the folio was grabbed again
     let mut prepaid = false;
     let mut folio = loop {
-        // SAFETY: as above.
-        let raw = unsafe { shim::ferrofs_write_begin_folio(mapping, pos) };
-        let raw = match kernel::error::from_err_ptr(raw) {
+        let mut folio = match inode.write_begin_folio(pos) {
             Ok(f) => f,
             Err(e) => {
                 if prepaid {
@@ -262,11 +259,6 @@ pub(crate) unsafe extern "C" fn write_begin(
                 }
                 return e.to_errno();
             }
-        };
-        // SAFETY: `write_begin_get_folio` returns a locked, referenced folio (or null), which
-        // passes to us.
-        let Some(mut folio) = (unsafe { LockedFolio::from_locked_owned(raw) }) else {
-            return ENOMEM.to_errno();
         };
         if folio.is_budgeted() {
             if prepaid {
@@ -303,12 +295,16 @@ pub(crate) unsafe extern "C" fn write_begin(
         let from = (isize - folio.pos()) as usize;
         folio.zero(from, (pos - isize) as usize);
     }
-    // SAFETY: `foliop` is the VFS's out pointer; the lock and reference pass to the VFS, which
-    // hands them back in `write_end`.
-    unsafe { *foliop = folio.into_raw() };
+    // the lock and reference pass to the VFS, which hands them back in `write_end`
+    *foliop = folio.into_raw();
     0
 }
 
+/// `address_space_operations::write_end`.
+///
+/// # Safety
+///
+/// Called by the VFS only (write_end contract).
 pub(crate) unsafe extern "C" fn write_end(
     _file: *mut bindings::file,
     mapping: *mut bindings::address_space,
@@ -320,7 +316,7 @@ pub(crate) unsafe extern "C" fn write_end(
 ) -> c_int {
     // SAFETY: VFS write_end contract: `folio` is the locked, referenced folio from
     // `write_begin`, both passing back to us, and `copied` bytes were copied into it at `pos`.
-    let (inode, folio) = unsafe { (Inode::from_raw((*mapping).host), LockedFolio::from_locked_owned(folio)) };
+    let (inode, folio) = unsafe { (Inode::from_mapping(mapping), LockedFolio::from_locked_owned(folio)) };
     let Some(mut folio) = folio else {
         return EINVAL.to_errno();
     };
@@ -347,12 +343,10 @@ pub(crate) unsafe extern "C" fn write_end(
     }
     drop(folio);
     if copied > 0 && end > old {
-        // SAFETY: the inode is live and its lock held by the writer; the folio is unlocked
-        // (`pagecache_isize_extended` locks the old EOF folio to write-protect its mapping).
-        unsafe {
-            bindings::pagecache_isize_extended(inode.as_ptr(), old, end);
-            shim::ferrofs_mark_inode_dirty(inode.as_ptr());
-        }
+        // the writer holds the inode lock; the folio is unlocked (`pagecache_isize_extended`
+        // locks the old EOF folio to write-protect its mapping)
+        inode.pagecache_isize_extended(old, end);
+        inode.mark_dirty();
     }
     copied as c_int
 }
@@ -389,7 +383,7 @@ impl Run {
     }
 
     /// Write the run as one `write_blocks` call, end writeback and unlock its folios.
-    fn flush(&mut self, inode: &Inode, wbc: *mut bindings::writeback_control) -> c_int {
+    fn flush(&mut self, inode: &Inode, wb: &Writeback<'_>) -> c_int {
         let n = core::mem::take(&mut self.n);
         if n == 0 {
             return 0;
@@ -489,7 +483,7 @@ impl Run {
         for slot in self.folios.iter_mut().take(n) {
             if let Some(f) = slot.take() {
                 if redirty {
-                    f.redirty(wbc);
+                    f.redirty(wb);
                 }
                 f.unlock_end_writeback();
             }
@@ -498,161 +492,147 @@ impl Run {
     }
 }
 
+/// `address_space_operations::writepages`.
+///
+/// # Safety
+///
+/// Called by the VFS only (writepages contract).
 pub(crate) unsafe extern "C" fn writepages(mapping: *mut bindings::address_space, wbc: *mut bindings::writeback_control) -> c_int {
-    // SAFETY: VFS writepages contract: `mapping` is the mapping of a live ferrofs file.
-    let inode = unsafe { Inode::from_raw((*mapping).host) };
-    let mut err: c_int = 0;
+    // SAFETY: VFS writepages contract: `mapping` is the mapping of a live ferrofs file and
+    // `wbc` its writeback control, for the call.
+    let mut wb = unsafe { Writeback::new(mapping, wbc) };
+    let inode = wb.inode();
     let mut first_err: c_int = 0;
-    let mut folio: *mut bindings::folio = ptr::null_mut();
     let mut run = Run::new();
-    loop {
-        // SAFETY: VFS writepages contract; `folio` is null or the folio the previous iteration
-        // got (still locked if it joined the run: the iterator does not touch it).
-        folio = unsafe { bindings::writeback_iter(mapping, wbc, folio, &mut err) };
-        // SAFETY: `writeback_iter` hands out a locked, dirty-cleared folio, ours to unlock; its
-        // reference lasts only while the iterator's batch does, so the run takes its own.
-        let Some(mut f) = (unsafe { LockedFolio::from_locked(folio) }) else {
-            break;
-        };
-        f.take_ref();
+    // each folio is locked, its dirty bit cleared, and referenced by the wrapper
+    while let Some(mut f) = wb.next_folio() {
         let index = (f.pos() as u64) / BS as u64;
         if f.pos() >= inode.size() {
             // wholly past the EOF (truncated meanwhile): nothing to store
             if f.clear_budgeted() {
                 release_folio_budget(inode.info(), f.size());
             }
-            err = 0;
+            wb.err = 0;
             continue;
         }
-        err = 0;
+        wb.err = 0;
         if run.n > 0 && !run.continues(index) {
-            err = run.flush(inode, wbc);
+            wb.err = run.flush(inode, &wb);
             if first_err == 0 {
-                first_err = err;
+                first_err = wb.err;
             }
         }
         f.start_writeback();
         run.push(index, f);
     }
-    let e = run.flush(inode, wbc);
+    let e = run.flush(inode, &wb);
     if first_err == 0 {
         first_err = e;
     }
     if first_err != 0 {
         first_err
     } else {
-        err
+        wb.err
     }
 }
 
 /// `invalidate_folio`: a dirty folio dropped whole (truncate, eviction) gives its budget back.
+///
+/// # Safety
+///
+/// Called by the VM only, with a locked folio of a ferrofs mapping.
 pub(crate) unsafe extern "C" fn invalidate_folio(folio: *mut bindings::folio, offset: usize, len: usize) {
-    // SAFETY: the VFS passes a locked folio of a ferrofs mapping.
-    let size = unsafe { shim::ferrofs_folio_size(folio) };
+    // SAFETY: the VM passes a locked folio of a ferrofs mapping, for the call.
+    let folio = unsafe { Folio::from_locked(folio) };
+    let size = folio.size();
     if offset != 0 || len < size {
         return;
     }
-    // SAFETY: as above; the host of the mapping is a live ferrofs inode.
-    unsafe {
-        if clear_budget_mark(folio) {
-            let inode = Inode::from_raw(shim::ferrofs_folio_inode(folio));
-            release_folio_budget(inode.info(), size);
-        }
+    if folio.clear_budgeted() {
+        release_folio_budget(folio.inode().info(), size);
     }
 }
 
 /// `release_folio`: a clean folio being freed. A budget mark on a clean folio is stale (its
 /// data was never copied or already written); give it back.
+///
+/// # Safety
+///
+/// Called by the VM only, with a locked folio of a ferrofs mapping.
 pub(crate) unsafe extern "C" fn release_folio(folio: *mut bindings::folio, _gfp: bindings::gfp_t) -> bool {
-    // SAFETY: the VFS passes a locked folio of a ferrofs mapping.
-    unsafe {
-        if shim::ferrofs_folio_test_dirty(folio) {
-            return false;
-        }
-        let size = shim::ferrofs_folio_size(folio);
-        if clear_budget_mark(folio) {
-            let inode = Inode::from_raw(shim::ferrofs_folio_inode(folio));
-            release_folio_budget(inode.info(), size);
-        }
+    // SAFETY: the VM passes a locked folio of a ferrofs mapping, for the call.
+    let folio = unsafe { Folio::from_locked(folio) };
+    if folio.is_dirty() {
+        return false;
+    }
+    let size = folio.size();
+    if folio.clear_budgeted() {
+        release_folio_budget(folio.inode().info(), size);
     }
     true
-}
-
-/// `migrate_folio`: the page cache's own (moves the budget mark with the folio).
-pub(crate) unsafe extern "C" fn migrate_folio(
-    mapping: *mut bindings::address_space,
-    dst: *mut bindings::folio,
-    src: *mut bindings::folio,
-    mode: bindings::migrate_mode,
-) -> c_int {
-    // SAFETY: the VM's migrate_folio contract, passed on unchanged.
-    unsafe { shim::ferrofs_migrate_folio(mapping, dst, src, mode) }
 }
 
 // ---------------------------------------------------------------------- mmap
 
 /// `vm_operations_struct::page_mkwrite`: budget the folio a store through a shared mapping
 /// dirties (SIGBUS when there is no room, as UBIFS), then lock and dirty it.
+///
+/// # Safety
+///
+/// Called by the VM only, with a write fault on a shared mapping of a ferrofs file.
 pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
     // SAFETY: the VM's page_mkwrite contract: `vmf` is a write fault on a shared mapping of an
-    // open ferrofs file, whose folio the fault holds referenced (not locked).
-    let (file, raw) = unsafe { (shim::ferrofs_vmf_file(vmf), shim::ferrofs_vmf_folio(vmf)) };
-    // SAFETY: the mapping keeps the file open.
-    let inode = unsafe { Inode::from_file(file) };
-    let sb = inode.sb();
-    // SAFETY: `sb` is mounted; paired with the end below.
-    unsafe { shim::ferrofs_sb_start_pagefault(sb.as_ptr()) };
-    let ret = (|| -> bindings::vm_fault_t {
-        // SAFETY: `file` is open.
-        unsafe { bindings::file_update_time(file) };
-        let mut prepaid = false;
-        loop {
-            // SAFETY: the fault holds a reference to the folio; this thread does not hold its
-            // lock.
-            let Some(mut folio) = (unsafe { LockedFolio::lock(raw) }) else {
-                return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
-            };
-            if folio.mapping() != inode.mapping() || folio.pos() >= inode.size() {
-                // truncated meanwhile: let the fault retry
-                if prepaid {
-                    release_folio_budget(inode.info(), BS);
-                }
-                return bindings::vm_fault_reason_VM_FAULT_NOPAGE;
+    // open ferrofs file, whose folio the fault holds referenced (not locked), for the call.
+    let vmf = unsafe { VmFault::from_raw(vmf) };
+    let file = vmf.file();
+    let inode = file.inode();
+    let _fault = inode.sb().start_pagefault();
+    let _ = file.update_time();
+    let mut prepaid = false;
+    loop {
+        let Some(mut folio) = vmf.lock_folio() else {
+            return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+        };
+        if folio.mapping() != inode.mapping() || folio.pos() >= inode.size() {
+            // truncated meanwhile: let the fault retry
+            if prepaid {
+                release_folio_budget(inode.info(), BS);
             }
-            if folio.is_budgeted() {
-                if prepaid {
-                    release_folio_budget(inode.info(), BS);
-                }
-            } else if !prepaid && !try_budget(inode, folio.size()) {
-                // the slow path writes folios back: not with this one locked
-                drop(folio);
-                if budget_unlocked(inode, BS).is_err() {
-                    return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
-                }
-                prepaid = true;
-                continue;
-            } else {
-                folio.set_budgeted();
-            }
-            folio.mark_dirty();
-            folio.wait_stable();
-            // the lock passes to the VM (VM_FAULT_LOCKED); the fault keeps its reference
-            let _ = folio.into_raw();
-            return bindings::vm_fault_reason_VM_FAULT_LOCKED;
+            return bindings::vm_fault_reason_VM_FAULT_NOPAGE;
         }
-    })();
-    // SAFETY: ends the section started above.
-    unsafe { shim::ferrofs_sb_end_pagefault(sb.as_ptr()) };
-    ret
+        if folio.is_budgeted() {
+            if prepaid {
+                release_folio_budget(inode.info(), BS);
+            }
+        } else if !prepaid && !try_budget(inode, folio.size()) {
+            // the slow path writes folios back: not with this one locked
+            drop(folio);
+            if budget_unlocked(inode, BS).is_err() {
+                return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+            }
+            prepaid = true;
+            continue;
+        } else {
+            folio.set_budgeted();
+        }
+        folio.mark_dirty();
+        folio.wait_stable();
+        // the lock passes to the VM (VM_FAULT_LOCKED); the fault keeps its reference
+        let _ = folio.into_raw();
+        return bindings::vm_fault_reason_VM_FAULT_LOCKED;
+    }
 }
 
 /// `file_operations::mmap`: the generic one, with our `vm_operations` (page_mkwrite).
+///
+/// # Safety
+///
+/// Called by the VFS only, with an open ferrofs regular file and the area being set up.
 pub(crate) unsafe extern "C" fn file_mmap(file: *mut bindings::file, vma: *mut bindings::vm_area_struct) -> c_int {
-    // SAFETY: the VFS mmap contract, passed on.
-    let r = unsafe { bindings::generic_file_mmap(file, vma) };
-    if r == 0 {
-        // SAFETY: `vma` is being set up by the mmap call; the table is static.
-        unsafe { shim::ferrofs_vma_set_ops(vma, &crate::ops::OPS.vm_ops.0) };
-    }
-    r
+    // SAFETY: the VFS mmap contract: an open ferrofs file and the area being set up for it.
+    let (file, vma) = unsafe { (File::from_raw(file), Vma::from_raw(vma)) };
+    from_result(|| {
+        file.mmap(vma, &crate::ops::OPS.vm_ops)?;
+        Ok(0)
+    })
 }

@@ -3,19 +3,15 @@
 //! The MTD backend: the engine's `Flash` over a raw NAND/NOR `struct mtd_info`.
 
 use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
-use crate::shim;
+use crate::kfs::{MtdDev, MTD_MLCNANDFLASH, MTD_NANDFLASH};
 use kernel::bindings;
 use kernel::prelude::*;
-
-const MTD_NORFLASH: u8 = 3;
-const MTD_NANDFLASH: u8 = 4;
-const MTD_MLCNANDFLASH: u8 = 8;
 /// The engine writes in units of at least this many bytes, even on bit-programmable media.
 const MIN_WRITE_UNIT: u32 = 512;
 
 /// An MTD device held by a mounted superblock (`sb->s_mtd`, released by `kill_mtd_super`).
 pub(crate) struct MtdFlash {
-    mtd: *mut bindings::mtd_info,
+    mtd: MtdDev,
     geo: Geometry,
     /// MTD index, for messages.
     pub(crate) index: i32,
@@ -24,33 +20,15 @@ pub(crate) struct MtdFlash {
     writeable: bool,
 }
 
-// SAFETY: the `mtd_info` is reference-counted by the superblock for as long as the filesystem
-// is mounted, and MTD operations may be called from any thread (MTD drivers lock internally).
-unsafe impl Send for MtdFlash {}
-
 impl MtdFlash {
     /// Describe `mtd` for the engine.
-    ///
-    /// # Safety
-    ///
-    /// `mtd` must be valid and stay valid (held by the superblock) for the life of the result.
-    pub(crate) unsafe fn new(mtd: *mut bindings::mtd_info) -> Result<Self> {
-        // SAFETY: `mtd` is valid per this function's contract.
-        let (size, erase, write, ty, index, writeable) = unsafe {
-            (
-                shim::ferrofs_mtd_size(mtd),
-                shim::ferrofs_mtd_erasesize(mtd),
-                shim::ferrofs_mtd_writesize(mtd),
-                shim::ferrofs_mtd_type(mtd),
-                shim::ferrofs_mtd_index(mtd),
-                shim::ferrofs_mtd_writeable(mtd),
-            )
-        };
+    pub(crate) fn new(mtd: MtdDev) -> Result<Self> {
+        let (size, erase, write, ty, index, writeable) = (mtd.size(), mtd.erasesize(), mtd.writesize(), mtd.kind(), mtd.index(), mtd.writeable());
         let kind = match ty {
             MTD_NANDFLASH => FlashKind::Nand,
             // refused by the engine until paired pages are handled (see `FlashKind::MlcNand`)
             MTD_MLCNANDFLASH => FlashKind::MlcNand,
-            _ if ty == MTD_NORFLASH => FlashKind::Nor,
+            // NOR, and the bit-programmable RAM/ROM devices (block2mtd: MTD_RAM)
             _ => FlashKind::Nor,
         };
         let write_unit = write.max(MIN_WRITE_UNIT);
@@ -102,9 +80,7 @@ impl Flash for MtdFlash {
 
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
         let at = self.addr(seg, offset, buf.len())?;
-        let mut retlen = 0usize;
-        // SAFETY: `self.mtd` is valid (type invariant); `buf` is a writable buffer of `buf.len()` bytes.
-        let ret = unsafe { shim::ferrofs_mtd_read(self.mtd, at, buf.len(), &mut retlen, buf.as_mut_ptr()) };
+        let (ret, retlen) = self.mtd.read(at, buf);
         match -ret {
             0 if retlen == buf.len() => Ok(ReadStatus::Clean),
             c if c == bindings::EUCLEAN as i32 && retlen == buf.len() => Ok(ReadStatus::Corrected),
@@ -112,6 +88,9 @@ impl Flash for MtdFlash {
                 pr_warn!("mtd{}: uncorrectable ECC error reading {} bytes at segment {} offset {}\n", self.index, buf.len(), seg, offset);
                 Err(FlashError::Uncorrectable)
             }
+            // block2mtd waits killably for its page cache: a fatal signal (the reader is being
+            // killed, e.g. by the shutdown scripts) says nothing about the flash: no warning
+            c if c == bindings::EINTR as i32 => Err(FlashError::Io),
             _ => {
                 pr_warn!("mtd{}: read failed ({}) at segment {} offset {}\n", self.index, ret, seg, offset);
                 Err(FlashError::Io)
@@ -125,9 +104,7 @@ impl Flash for MtdFlash {
         if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
             return Err(FlashError::InvalidRequest);
         }
-        let mut retlen = 0usize;
-        // SAFETY: `self.mtd` is valid (type invariant); `buf` is readable for `buf.len()` bytes.
-        let ret = unsafe { shim::ferrofs_mtd_write(self.mtd, at, buf.len(), &mut retlen, buf.as_ptr()) };
+        let (ret, retlen) = self.mtd.write(at, buf);
         if ret == 0 && retlen == buf.len() {
             return Ok(());
         }
@@ -142,8 +119,7 @@ impl Flash for MtdFlash {
 
     fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
         let at = self.addr(seg, 0, self.geo.segment_size as usize)?;
-        // SAFETY: `self.mtd` is valid (type invariant); the range is one whole erase block.
-        let ret = unsafe { shim::ferrofs_mtd_erase(self.mtd, at, u64::from(self.geo.segment_size)) };
+        let ret = self.mtd.erase(at, u64::from(self.geo.segment_size));
         if ret == 0 {
             return Ok(());
         }
@@ -157,13 +133,11 @@ impl Flash for MtdFlash {
     }
 
     fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {
-        // SAFETY: `self.mtd` is valid (type invariant).
-        if !unsafe { shim::ferrofs_mtd_can_have_bb(self.mtd) } {
+        if !self.mtd.can_have_bb() {
             return Ok(false);
         }
         let at = self.addr(seg, 0, 0)?;
-        // SAFETY: `self.mtd` is valid (type invariant); `at` is inside the device.
-        match unsafe { shim::ferrofs_mtd_block_isbad(self.mtd, at) } {
+        match self.mtd.block_isbad(at) {
             0 => Ok(false),
             r if r > 0 => Ok(true),
             _ => Err(FlashError::Io),
@@ -171,22 +145,19 @@ impl Flash for MtdFlash {
     }
 
     fn mark_bad(&mut self, seg: u32) -> Result<(), FlashError> {
-        // SAFETY: `self.mtd` is valid (type invariant).
-        if !unsafe { shim::ferrofs_mtd_can_have_bb(self.mtd) } {
+        if !self.mtd.can_have_bb() {
             return Ok(());
         }
         let at = self.addr(seg, 0, 0)?;
         pr_warn!("mtd{}: retiring segment {} as a bad block\n", self.index, seg);
-        // SAFETY: `self.mtd` is valid (type invariant); `at` is inside the device.
-        match unsafe { shim::ferrofs_mtd_block_markbad(self.mtd, at) } {
+        match self.mtd.block_markbad(at) {
             0 => Ok(()),
             _ => Err(FlashError::Io),
         }
     }
 
     fn flush(&mut self) -> Result<(), FlashError> {
-        // SAFETY: `self.mtd` is valid (type invariant).
-        unsafe { shim::ferrofs_mtd_sync(self.mtd) };
+        self.mtd.sync();
         Ok(())
     }
 }

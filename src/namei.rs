@@ -3,7 +3,6 @@
 //! Names: `lookup` and the directory-changing inode operations (`create`, `mkdir`, `mknod`,
 //! `symlink`, `link`, `unlink`, `rmdir`, `rename`).
 
-use core::ptr;
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint};
@@ -11,13 +10,18 @@ use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::NAME_MAX;
 use crate::engine::{CreateArgs, SetAttr};
-use crate::shim;
 use crate::inode::{iget, refresh};
-use crate::kfs::{cstr, kerr, Dentry, Inode};
+use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode};
 use crate::xattr::SecCtx;
 
+/// `inode_operations::lookup`.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a locked ferrofs directory and a negative dentry in it.
 pub(crate) unsafe extern "C" fn lookup(dir: *mut bindings::inode, dentry: *mut bindings::dentry, _flags: c_uint) -> *mut bindings::dentry {
-    // SAFETY: the VFS passes a locked, live ferrofs directory and a negative dentry in it.
+    // SAFETY: VFS lookup contract: a locked, live ferrofs directory and a negative dentry in it
+    // (name stable), for the call.
     let (dir, d) = unsafe { (Inode::from_raw(dir), Dentry::from_raw(dentry)) };
     let name = d.name();
     if name.len() > NAME_MAX {
@@ -26,26 +30,23 @@ pub(crate) unsafe extern "C" fn lookup(dir: *mut bindings::inode, dentry: *mut b
     let res = dir.info().lock().lookup(dir.ino(), name);
     let inode = match res {
         Ok(a) => match iget(dir.sb(), &a) {
-            Ok(i) => i,
+            Ok(i) => Some(i),
             Err(e) => return e.to_ptr(),
         },
-        Err(EError::NotFound) => ptr::null_mut(),
+        Err(EError::NotFound) => None,
         Err(e) => return kerr(e).to_ptr(),
     };
-    // SAFETY: `inode` is null or a referenced inode, whose reference `d_splice_alias` consumes;
-    // `dentry` is the VFS's negative dentry.
-    unsafe { bindings::d_splice_alias(inode, dentry) }
+    d.splice_alias(inode)
 }
 
 /// Create any kind of inode named by `dentry` in `dir` (a VFS directory operation: `dir`
 /// locked, `dentry` negative).
-fn make_node(idmap: *mut bindings::mnt_idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, target: Option<&[u8]>) -> Result {
+fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, target: Option<&[u8]>) -> Result {
     let info = dir.info();
     let name = dentry.name();
     let t = dir.now();
     let dino = dir.ino();
-    // SAFETY: reads the calling task's credentials.
-    let (uid, gid) = unsafe { (shim::ferrofs_current_fsuid(), shim::ferrofs_current_fsgid()) };
+    let (uid, gid) = current_fsids();
     let mut fs = info.lock();
     let a = match target {
         Some(tgt) => fs.symlink(dino, name, tgt, uid, gid, t),
@@ -55,32 +56,24 @@ fn make_node(idmap: *mut bindings::mnt_idmap, dir: &Inode, dentry: &Dentry, mode
     .map_err(kerr)?;
     refresh(&mut fs, dir)?;
     drop(fs);
-    let raw = iget(dir.sb(), &a)?;
-    // SAFETY: `iget` returned a referenced ferrofs inode, which we hold until it is handed to
-    // `d_instantiate` or `iput` below.
-    let inode = unsafe { Inode::from_raw(raw) };
+    // dropped (`iput`) on every error path below, after the engine lock
+    let inode = iget(dir.sb(), &a)?;
     // Let the VFS apply its ownership rules (setgid directories, idmaps); record any change.
     if target.is_none() {
-        // SAFETY: `raw` is referenced and not yet visible through a dentry; `dir` is locked.
-        unsafe { bindings::inode_init_owner(idmap, raw, dir.as_ptr(), inode.mode() as u16) };
+        // not yet visible through a dentry; `dir` is locked
+        inode.init_owner(idmap, dir, inode.mode());
         let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
         if nuid != a.uid || ngid != a.gid || nmode != a.mode {
             let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
             // The result is taken first so that the engine lock is released before `iput`.
             let res = info.lock().setattr(a.ino, &sa, t);
-            if let Err(e) = res {
-                // SAFETY: drops the reference from `iget`; `inode` is not used after this.
-                unsafe { bindings::iput(raw) };
-                return Err(kerr(e));
-            }
+            res.map_err(kerr)?;
         }
     }
     // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
     // Without an LSM (the test kernel has none) this returns 0 without calling back.
     let mut ctx = SecCtx { info, ino: a.ino, now: t };
-    // SAFETY: `raw` and `dir` are live, `dentry` is the VFS's; `ctx` outlives the call, in which
-    // `ferrofs_initxattrs` reads it.
-    let r = unsafe { shim::ferrofs_init_security(raw, dir.as_ptr(), dentry.as_ptr(), ptr::addr_of_mut!(ctx).cast()) };
+    let r = init_security(&inode, dir, dentry, &mut ctx);
     if r != 0 {
         // Undo the creation: drop the name; the inode goes with this last reference.
         let res = {
@@ -92,12 +85,9 @@ fn make_node(idmap: *mut bindings::mnt_idmap, dir: &Inode, dentry: &Dentry, mode
             pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, e.to_errno());
         }
         inode.clear_nlink();
-        // SAFETY: drops the reference from `iget`; `inode` is not used after this.
-        unsafe { bindings::iput(raw) };
         return Err(Error::from_errno(r));
     }
-    // SAFETY: `dentry` is negative and `d_instantiate` takes over the reference from `iget`.
-    unsafe { bindings::d_instantiate(dentry.as_ptr(), raw) };
+    dentry.instantiate(inode);
     Ok(())
 }
 
@@ -105,37 +95,62 @@ fn make_node(idmap: *mut bindings::mnt_idmap, dir: &Inode, dentry: &Dentry, mode
 ///
 /// # Safety
 ///
-/// `dir` is a locked, live ferrofs directory and `dentry` a negative dentry in it (the VFS
-/// create/mkdir/mknod/symlink contract).
+/// `idmap` is the mount's idmap, `dir` a locked, live ferrofs directory and `dentry` a negative
+/// dentry in it (the VFS create/mkdir/mknod/symlink contract), for the call.
 unsafe fn make_node_raw(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, mode: u32, rdev: u32, target: Option<&[u8]>) -> c_int {
     // SAFETY: per the contract.
-    let (dir, dentry) = unsafe { (Inode::from_raw(dir), Dentry::from_raw(dentry)) };
+    let (idmap, dir, dentry) = unsafe { (Idmap::from_raw(idmap), Inode::from_raw(dir), Dentry::from_raw(dentry)) };
     from_result(|| make_node(idmap, dir, dentry, mode, rdev, target).map(|_| 0))
 }
 
+/// `inode_operations::create`.
+///
+/// # Safety
+///
+/// Called by the VFS only (create contract).
 pub(crate) unsafe extern "C" fn create(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, mode: bindings::umode_t, _excl: bool) -> c_int {
     // SAFETY: VFS create contract.
     unsafe { make_node_raw(idmap, dir, dentry, u32::from(mode) | bindings::S_IFREG, 0, None) }
 }
 
+/// `inode_operations::mkdir`.
+///
+/// # Safety
+///
+/// Called by the VFS only (mkdir contract).
 pub(crate) unsafe extern "C" fn mkdir(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, mode: bindings::umode_t) -> c_int {
     // SAFETY: VFS mkdir contract.
     unsafe { make_node_raw(idmap, dir, dentry, u32::from(mode) | bindings::S_IFDIR, 0, None) }
 }
 
+/// `inode_operations::mknod`.
+///
+/// # Safety
+///
+/// Called by the VFS only (mknod contract).
 pub(crate) unsafe extern "C" fn mknod(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, mode: bindings::umode_t, dev: bindings::dev_t) -> c_int {
-    // SAFETY: VFS mknod contract; encoding a dev_t has no preconditions.
-    unsafe { make_node_raw(idmap, dir, dentry, u32::from(mode), shim::ferrofs_new_encode_dev(dev), None) }
+    // SAFETY: VFS mknod contract.
+    unsafe { make_node_raw(idmap, dir, dentry, u32::from(mode), new_encode_dev(dev), None) }
 }
 
+/// `inode_operations::symlink`.
+///
+/// # Safety
+///
+/// Called by the VFS only (symlink contract).
 pub(crate) unsafe extern "C" fn symlink(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, dentry: *mut bindings::dentry, target: *const c_char) -> c_int {
-    // SAFETY: VFS symlink contract: `target` is a NUL-terminated kernel string.
-    unsafe { make_node_raw(idmap, dir, dentry, bindings::S_IFLNK | 0o777, 0, Some(cstr(target))) }
+    // SAFETY: VFS symlink contract: `target` is a NUL-terminated kernel string for the call.
+    unsafe { make_node_raw(idmap, dir, dentry, bindings::S_IFLNK | 0o777, 0, Some(CStr::from_char_ptr(target).as_bytes())) }
 }
 
+/// `inode_operations::link`.
+///
+/// # Safety
+///
+/// Called by the VFS only (link contract).
 pub(crate) unsafe extern "C" fn link(old: *mut bindings::dentry, dir: *mut bindings::inode, dentry: *mut bindings::dentry) -> c_int {
     // SAFETY: VFS link contract: `old` is positive, `dir` a locked ferrofs directory, `dentry`
-    // negative.
+    // negative, all live for the call.
     let (old, dir, d) = unsafe { (Dentry::from_raw(old), Inode::from_raw(dir), Dentry::from_raw(dentry)) };
     from_result(|| {
         let inode = old.inode().ok_or(ENOENT)?;
@@ -146,11 +161,7 @@ pub(crate) unsafe extern "C" fn link(old: *mut bindings::dentry, dir: *mut bindi
         refresh(&mut fs, inode)?;
         refresh(&mut fs, dir)?;
         drop(fs);
-        // SAFETY: `inode` is live; the new reference passes to `dentry`, which is negative.
-        unsafe {
-            bindings::ihold(inode.as_ptr());
-            bindings::d_instantiate(dentry, inode.as_ptr());
-        }
+        d.instantiate(inode.ihold());
         Ok(0)
     })
 }
@@ -178,18 +189,33 @@ fn remove(dir: &Inode, dentry: &Dentry, is_dir: bool) -> Result<c_int> {
     Ok(0)
 }
 
+/// `inode_operations::unlink`.
+///
+/// # Safety
+///
+/// Called by the VFS only (unlink contract).
 pub(crate) unsafe extern "C" fn unlink(dir: *mut bindings::inode, dentry: *mut bindings::dentry) -> c_int {
     // SAFETY: VFS unlink contract: `dir` a locked ferrofs directory, `dentry` positive in it.
     let (dir, dentry) = unsafe { (Inode::from_raw(dir), Dentry::from_raw(dentry)) };
     from_result(|| remove(dir, dentry, false))
 }
 
+/// `inode_operations::rmdir`.
+///
+/// # Safety
+///
+/// Called by the VFS only (rmdir contract).
 pub(crate) unsafe extern "C" fn rmdir(dir: *mut bindings::inode, dentry: *mut bindings::dentry) -> c_int {
     // SAFETY: VFS rmdir contract, as for `unlink`.
     let (dir, dentry) = unsafe { (Inode::from_raw(dir), Dentry::from_raw(dentry)) };
     from_result(|| remove(dir, dentry, true))
 }
 
+/// `inode_operations::rename`.
+///
+/// # Safety
+///
+/// Called by the VFS only (rename contract).
 pub(crate) unsafe extern "C" fn rename(
     _idmap: *mut bindings::mnt_idmap,
     odir: *mut bindings::inode,

@@ -4,19 +4,14 @@
 
 use kernel::bindings;
 
-use crate::data::{file_mmap, invalidate_folio, migrate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
+use crate::data::{file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
 use crate::dir::{dir_llseek, iterate_shared};
 use crate::file::{file_llseek, fsync};
-use crate::inode::{alloc_inode, evict_inode, free_inode, get_link, setattr, write_inode};
+use crate::inode::{evict_inode, get_link, setattr, write_inode};
+use crate::kfs::{alloc_inode, free_inode, migrate_folio, no_callbacks, Table};
 use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
 use crate::super_::{freeze_fs, put_super, show_options, statfs, sync_fs, unfreeze_fs};
 use crate::xattr::listxattr;
-
-/// A C operations table, shareable between threads.
-#[repr(transparent)]
-pub(crate) struct Table<T>(pub(crate) T);
-// SAFETY: the tables are immutable after initialisation and hold only function pointers.
-unsafe impl<T> Sync for Table<T> {}
 
 pub(crate) struct Ops {
     pub(crate) sops: Table<bindings::super_operations>,
@@ -28,17 +23,6 @@ pub(crate) struct Ops {
     pub(crate) file_fops: Table<bindings::file_operations>,
     pub(crate) aops: Table<bindings::address_space_operations>,
     pub(crate) vm_ops: Table<bindings::vm_operations_struct>,
-}
-
-/// An all-zero `T`, for the fields of an operation table that name no callback.
-///
-/// # Safety
-///
-/// All-zero must be a valid `T`: true of the C operation structs here, whose fields are
-/// nullable function pointers (and a null owner), where null means "no callback".
-const unsafe fn zeroed<T>() -> T {
-    // SAFETY: per the contract.
-    unsafe { core::mem::zeroed() }
 }
 
 pub(crate) static OPS: Ops = Ops {
@@ -53,8 +37,7 @@ pub(crate) static OPS: Ops = Ops {
         show_options: Some(show_options),
         freeze_fs: Some(freeze_fs),
         unfreeze_fs: Some(unfreeze_fs),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     dir_iops: Table(bindings::inode_operations {
         lookup: Some(lookup),
@@ -68,35 +51,30 @@ pub(crate) static OPS: Ops = Ops {
         rename: Some(rename),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     file_iops: Table(bindings::inode_operations {
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     symlink_iops: Table(bindings::inode_operations {
         get_link: Some(get_link),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     special_iops: Table(bindings::inode_operations {
         setattr: Some(setattr),
         listxattr: Some(listxattr),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     dir_fops: Table(bindings::file_operations {
         llseek: Some(dir_llseek),
         read: Some(bindings::generic_read_dir),
         iterate_shared: Some(iterate_shared),
         fsync: Some(fsync),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     file_fops: Table(bindings::file_operations {
         llseek: Some(file_llseek),
@@ -107,8 +85,7 @@ pub(crate) static OPS: Ops = Ops {
         fsync: Some(fsync),
         splice_read: Some(bindings::filemap_splice_read),
         splice_write: Some(bindings::iter_file_splice_write),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     aops: Table(bindings::address_space_operations {
         read_folio: Some(read_folio),
@@ -120,15 +97,13 @@ pub(crate) static OPS: Ops = Ops {
         invalidate_folio: Some(invalidate_folio),
         release_folio: Some(release_folio),
         migrate_folio: Some(migrate_folio),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
     // shared mappings of regular files: the generic fault paths, our page_mkwrite (budget)
     vm_ops: Table(bindings::vm_operations_struct {
         fault: Some(bindings::filemap_fault),
         map_pages: Some(bindings::filemap_map_pages),
         page_mkwrite: Some(page_mkwrite),
-        // SAFETY: an operation struct: all-zero is valid (no callback).
-        ..unsafe { zeroed() }
+        ..no_callbacks()
     }),
 };

@@ -46,7 +46,6 @@ u64 ferrofs_mtd_size(const struct mtd_info *mtd) { return mtd->size; }
 u32 ferrofs_mtd_erasesize(const struct mtd_info *mtd) { return mtd->erasesize; }
 u32 ferrofs_mtd_writesize(const struct mtd_info *mtd) { return mtd->writesize; }
 u8 ferrofs_mtd_type(const struct mtd_info *mtd) { return mtd->type; }
-const char *ferrofs_mtd_name(const struct mtd_info *mtd) { return mtd->name; }
 int ferrofs_mtd_index(const struct mtd_info *mtd) { return mtd->index; }
 bool ferrofs_mtd_can_have_bb(const struct mtd_info *mtd) { return mtd_can_have_bb(mtd); }
 bool ferrofs_mtd_writeable(const struct mtd_info *mtd) { return mtd->flags & MTD_WRITEABLE; }
@@ -101,10 +100,10 @@ void ferrofs_fc_set_ops(struct fs_context *fc) { fc->ops = &ferrofs_context_ops;
 void *ferrofs_fc_fs_private(struct fs_context *fc) { return fc->fs_private; }
 void ferrofs_fc_set_fs_private(struct fs_context *fc, void *p) { fc->fs_private = p; }
 unsigned int ferrofs_fc_sb_flags(const struct fs_context *fc) { return fc->sb_flags; }
-struct super_block *ferrofs_fc_root_sb(struct fs_context *fc) { return fc->root->d_sb; }
+struct dentry *ferrofs_fc_root(const struct fs_context *fc) { return fc->root; }
 const char *ferrofs_param_key(const struct fs_parameter *p) { return p->key; }
-const char *ferrofs_param_string(const struct fs_parameter *p) { return p->type == fs_value_is_string ? p->string : NULL; }
-int ferrofs_fc_invalid_value(struct fs_context *fc, const char *key) { return invalfc(fc, "Bad value for '%s'", key); }
+bool ferrofs_param_is_string(const struct fs_parameter *p) { return p->type == fs_value_is_string; }
+const char *ferrofs_param_string(const struct fs_parameter *p) { return p->string; }
 int ferrofs_fc_error(struct fs_context *fc, const char *msg) { return invalfc(fc, "%s", msg); }
 
 /* xattr: the handler table (one per namespace) points at Rust callbacks. */
@@ -136,17 +135,18 @@ unsigned int ferrofs_memalloc_nofs_save(void) { return memalloc_nofs_save(); }
 void ferrofs_memalloc_nofs_restore(unsigned int flags) { memalloc_nofs_restore(flags); }
 void ferrofs_seq_puts(struct seq_file *m, const char *s) { seq_puts(m, s); }
 
-/* statfs: struct kstatfs is opaque to Rust. */
-void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u64 blocks, u64 bfree, u64 files, u64 ffree, u32 namelen, u64 fsid)
-{ *b = (struct kstatfs){ .f_type = type, .f_bsize = bsize, .f_frsize = bsize, .f_blocks = blocks, .f_bfree = bfree,
-	.f_bavail = bfree, .f_files = files, .f_ffree = ffree, .f_namelen = namelen, .f_fsid = u64_to_fsid(fsid) }; }
+/* statfs: struct kstatfs is opaque to Rust; every value comes from Rust. */
+void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u32 frsize, u64 blocks, u64 bfree, u64 bavail, u64 files, u64 ffree, u32 namelen, u64 fsid)
+{ *b = (struct kstatfs){ .f_type = type, .f_bsize = bsize, .f_frsize = frsize, .f_blocks = blocks, .f_bfree = bfree,
+	.f_bavail = bavail, .f_files = files, .f_ffree = ffree, .f_namelen = namelen, .f_fsid = u64_to_fsid(fsid) }; }
 
 /* debugfs statistics. */
 struct dentry *ferrofs_debugfs_dir(const char *name, struct dentry *parent) { return debugfs_create_dir(name, parent); }
 void ferrofs_debugfs_u64(const char *name, struct dentry *parent, u64 *value) { debugfs_create_u64(name, 0444, parent, value); }
 void ferrofs_debugfs_remove(struct dentry *d) { debugfs_remove(d); }
 
-/* The inode cache (kmem_cache_create and alloc_inode_sb are macros/inlines). */
+/* The inode cache (kmem_cache_create and alloc_inode_sb are macros/inlines; the slab flags are
+ * macros whose values depend on the configuration: SLAB_ACCOUNT is 0 without CONFIG_MEMCG). */
 struct kmem_cache *ferrofs_inode_cache_create(unsigned int size, void (*ctor)(void *))
 { return kmem_cache_create("ferrofs_inode", size, 0, SLAB_RECLAIM_ACCOUNT | SLAB_ACCOUNT, ctor); }
 void *ferrofs_alloc_inode_sb(struct super_block *sb, struct kmem_cache *cache) { return alloc_inode_sb(sb, cache, GFP_KERNEL); }
@@ -205,8 +205,7 @@ void ferrofs_sb_set_rdonly(struct super_block *sb) { sb->s_flags |= SB_RDONLY; }
 void ferrofs_sb_start_intwrite(struct super_block *sb) { sb_start_intwrite(sb); }
 void ferrofs_sb_end_intwrite(struct super_block *sb) { sb_end_intwrite(sb); }
 void ferrofs_set_freezable(void) { set_freezable(); }
-void ferrofs_set_current_interruptible(void) { set_current_state(TASK_INTERRUPTIBLE | TASK_FREEZABLE); }
-void ferrofs_set_current_running(void) { __set_current_state(TASK_RUNNING); }
+void ferrofs_set_current_state(unsigned int state) { set_current_state(state); }
 int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct dentry *dentry, void *fs_data)
 { return security_inode_init_security(inode, dir, &dentry->d_name, ferrofs_initxattrs, fs_data); }
 const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len)

@@ -2,7 +2,7 @@
 
 //! Declarations of the C shim in `shim.c` (one-line wrappers for static inlines, macros and MTD).
 
-use kernel::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
+use kernel::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
     kmem_cache, kstatfs, mtd_info, block_device, bio, page, readahead_control, seq_file, super_block, xattr, xattr_handler,
@@ -14,7 +14,7 @@ pub(crate) type FillSuper = unsafe extern "C" fn(*mut super_block, *mut fs_conte
 // The bindings' structs with no fields (as `mod_arch_specific` inside `struct inode`'s
 // transitive members) trip this lint; the kernel's own `bindings` crate allows it for the same
 // reason. Only pointers to these structs cross the boundary.
-#[allow(improper_ctypes)]
+#[expect(improper_ctypes, reason = "the bindings' field-less structs; only pointers cross")]
 extern "C" {
     pub(crate) fn ferrofs_i_size_read(inode: *const inode) -> i64;
     pub(crate) fn ferrofs_i_size_write(inode: *mut inode, size: i64);
@@ -61,10 +61,10 @@ extern "C" {
     pub(crate) fn ferrofs_fc_fs_private(fc: *mut fs_context) -> *mut c_void;
     pub(crate) fn ferrofs_fc_set_fs_private(fc: *mut fs_context, p: *mut c_void);
     pub(crate) fn ferrofs_fc_sb_flags(fc: *const fs_context) -> c_uint;
-    pub(crate) fn ferrofs_fc_root_sb(fc: *mut fs_context) -> *mut super_block;
+    pub(crate) fn ferrofs_fc_root(fc: *const fs_context) -> *mut dentry;
     pub(crate) fn ferrofs_param_key(p: *const fs_parameter) -> *const c_char;
+    pub(crate) fn ferrofs_param_is_string(p: *const fs_parameter) -> bool;
     pub(crate) fn ferrofs_param_string(p: *const fs_parameter) -> *const c_char;
-    pub(crate) fn ferrofs_fc_invalid_value(fc: *mut fs_context, key: *const c_char) -> c_int;
     pub(crate) fn ferrofs_fc_error(fc: *mut fs_context, msg: *const c_char) -> c_int;
     pub(crate) fn ferrofs_sb_set_xattr(sb: *mut super_block);
     pub(crate) fn ferrofs_xattr_handler_prefix(h: *const xattr_handler) -> *const c_char;
@@ -121,7 +121,7 @@ extern "C" {
     pub(crate) fn ferrofs_mark_inode_dirty(i: *mut inode);
     pub(crate) fn ferrofs_migrate_folio(m: *mut address_space, dst: *mut folio, src: *mut folio, mode: kernel::bindings::migrate_mode) -> c_int;
     pub(crate) fn ferrofs_readahead_inode(rac: *mut readahead_control) -> *mut inode;
-    pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: i64, bsize: u32, blocks: u64, bfree: u64, files: u64, ffree: u64, namelen: u32, fsid: u64);
+    pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: c_long, bsize: u32, frsize: u32, blocks: u64, bfree: u64, bavail: u64, files: u64, ffree: u64, namelen: u32, fsid: u64);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
     pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;
     pub(crate) fn ferrofs_sb_rdonly(sb: *const super_block) -> bool;
@@ -129,8 +129,7 @@ extern "C" {
     pub(crate) fn ferrofs_sb_start_intwrite(sb: *mut super_block);
     pub(crate) fn ferrofs_sb_end_intwrite(sb: *mut super_block);
     pub(crate) fn ferrofs_set_freezable();
-    pub(crate) fn ferrofs_set_current_interruptible();
-    pub(crate) fn ferrofs_set_current_running();
+    pub(crate) fn ferrofs_set_current_state(state: c_uint);
     pub(crate) fn ferrofs_init_security(inode: *mut inode, dir: *mut inode, dentry: *const dentry, fs_data: *mut c_void) -> c_int;
     pub(crate) fn ferrofs_xattr_entry(xs: *const xattr, i: usize, value: *mut *mut c_void, len: *mut usize) -> *const c_char;
 }

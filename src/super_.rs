@@ -9,29 +9,27 @@
 //! engine call runs in a `memalloc_nofs` scope so reclaim cannot re-enter ferrofs under it.
 
 use core::mem::ManuallyDrop;
-use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::c_str;
 use kernel::error::from_result;
-use kernel::ffi::{c_int, c_uint, c_void};
-use kernel::types::ForeignOwnable;
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::{lock::mutex::MutexBackend, lock::Guard, Mutex};
+use kernel::time::Ktime;
 use crate::engine::budget::Budget;
 use crate::engine::error::Error as EError;
 use crate::engine::flash::{Flash, FlashKind};
-use crate::engine::format::{MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
+use crate::engine::format::{BLOCK_SIZE, MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
 use crate::kplatform::KPlatform;
 use crate::backend::KFlash;
 use crate::blk::{BlkFlash, DevName};
 use crate::mtd::MtdFlash;
-use crate::shim;
-use crate::bg::{start_bg, stop_bg, DEBUGFS_ROOT, STAT_NAMES};
-use crate::context::{fc_opts, MountOpts};
-use crate::inode::{iget, inode_ctor, FerroInode, INODE_CACHE};
-use crate::kfs::{kerr, sbi, SuperBlock, SB_NOSEC};
+use crate::bg::{start_bg, STAT_NAMES};
+use crate::context::MountOpts;
+use crate::inode::iget;
+use crate::kfs::{kerr, DyingSuperBlock, FsContext, Kstatfs, NewSuperBlock, NofsScope, SbParams, SeqFile, Statfs, StatsDir, SuperBlock, ThreadSlot};
 use crate::ops::OPS;
 
 /// The engine as the kernel instantiates it.
@@ -45,12 +43,11 @@ pub(crate) struct SbInfo {
     pub(crate) opts: MountOpts,
     /// The device's name for messages, debugfs and the thread ("mtd0", "vda").
     pub(crate) dev: DevName,
-    /// The background thread (periodic checkpoints, GC), or null.
-    pub(crate) bg: AtomicPtr<bindings::task_struct>,
-    /// This filesystem's debugfs directory, or null.
-    pub(crate) debugfs: AtomicPtr<bindings::dentry>,
-    /// Statistics published in debugfs (refreshed every second, at sync and at unmount).
-    pub(crate) stats: [AtomicU64; STAT_NAMES.len()],
+    /// The background thread (periodic checkpoints, GC), if it runs.
+    pub(crate) bg: ThreadSlot,
+    /// Statistics published in this filesystem's debugfs directory (refreshed every second, at
+    /// sync and at unmount).
+    pub(crate) stats: StatsDir<{ STAT_NAMES.len() }>,
     /// Engine lock hold and wait times (published in debugfs with the statistics).
     pub(crate) lockstat: LockStats,
     /// The write-back budget (issue 10): space reserved for dirty folios and inodes, outside
@@ -149,8 +146,7 @@ impl LockStats {
 
 /// Monotonic time in nanoseconds.
 fn now_ns() -> u64 {
-    // SAFETY: `ktime_get` has no preconditions (timekeeping is up before any mount).
-    unsafe { bindings::ktime_get() as u64 }
+    Ktime::ktime_get().to_ns() as u64
 }
 
 /// Per-superblock states alive (published as /sys/kernel/debug/ferrofs/live_superblocks): with
@@ -175,11 +171,12 @@ impl Drop for LiveToken {
 
 /// The engine, locked, inside a `memalloc_nofs` scope. Its drop sends what the engine call
 /// wrote (the block backend queues writes: one wait for all of them), records the hold time,
-/// unlocks, and only then issues the discards the call queued.
+/// unlocks, issues the discards the call queued (off the engine lock), then ends the NOFS
+/// scope.
 pub(crate) struct Locked<'a> {
+    _nofs: NofsScope,
     guard: ManuallyDrop<Guard<'a, Fs, MutexBackend>>,
     budget: &'a Budget,
-    nofs: c_uint,
     stats: &'a LockStats,
     since: u64,
 }
@@ -213,8 +210,6 @@ impl Drop for Locked<'_> {
         if let Some(d) = discards {
             d.issue();
         }
-        // SAFETY: restores the flags saved by the matching `memalloc_nofs_save` in `lock`.
-        unsafe { shim::ferrofs_memalloc_nofs_restore(self.nofs) };
     }
 }
 
@@ -236,87 +231,54 @@ impl SbInfo {
             d.flushes, d.discards, d.discards_locked, d.max_open_segments,
         ];
         let vals = Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev);
-        for (slot, v) in self.stats.iter().zip(vals) {
+        for (slot, v) in self.stats.vals().iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn lock(&self) -> Locked<'_> {
-        // SAFETY: always paired with the restore in `Locked::drop`.
-        let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
+        let nofs = NofsScope::new();
         let t0 = now_ns();
         let mut guard = self.engine.lock();
         let since = now_ns();
         self.lockstat.wait.record(since.saturating_sub(t0));
         // space consumers other than write-back must leave the reserved space alone
         guard.set_reserved(self.budget.reserved());
-        Locked { guard: ManuallyDrop::new(guard), budget: &self.budget, nofs, stats: &self.lockstat, since }
+        Locked { _nofs: nofs, guard: ManuallyDrop::new(guard), budget: &self.budget, stats: &self.lockstat, since }
     }
 }
 
-/// Module load: create the inode cache and the debugfs root.
-pub(crate) fn module_init() -> Result {
-    // SAFETY: the constructor matches the object size given.
-    let cache = unsafe { shim::ferrofs_inode_cache_create(core::mem::size_of::<FerroInode>() as u32, inode_ctor) };
-    if cache.is_null() {
-        return Err(ENOMEM);
-    }
-    INODE_CACHE.store(cache, Ordering::Release);
-    // SAFETY: a static name; a null parent means the debugfs root. Errors (no debugfs) come
-    // back as error pointers, which the other debugfs calls accept and ignore.
-    let root = unsafe { shim::ferrofs_debugfs_dir(c_str!("ferrofs").as_char_ptr(), ptr::null_mut()) };
-    DEBUGFS_ROOT.store(root, Ordering::Release);
-    // SAFETY: a static counter, which outlives the file (removed with the root at module exit).
-    unsafe { shim::ferrofs_debugfs_u64(c_str!("live_superblocks").as_char_ptr(), root, LIVE_SUPERBLOCKS.as_ptr()) };
-    Ok(())
-}
-
-/// Module unload (after the filesystem type is unregistered, so no superblock remains).
-pub(crate) fn module_exit() {
-    // SAFETY: no ferrofs superblock or inode can exist any more; `rcu_barrier` waits for the
-    // RCU-delayed `free_inode` calls before the cache goes away. A leaked inode makes
-    // `kmem_cache_destroy` report the cache as still in use.
-    unsafe {
-        shim::ferrofs_debugfs_remove(DEBUGFS_ROOT.swap(ptr::null_mut(), Ordering::AcqRel));
-        bindings::rcu_barrier();
-        bindings::kmem_cache_destroy(INODE_CACHE.swap(ptr::null_mut(), Ordering::AcqRel));
-    }
-}
-
-/// Start the background thread and publish the debugfs statistics of a mounted superblock.
-///
-/// # Safety
-///
-/// `sb` must be fully set up by `fill_super`.
-pub(crate) unsafe fn start_services(sb: *mut bindings::super_block, read_only: bool) {
-    // SAFETY: per the contract.
-    let info = unsafe { sbi(sb) };
-    let mut name = [0u8; 16];
-    let mut w = ByteWriter { buf: &mut name, len: 0 };
-    let _ = core::fmt::write(&mut w, format_args!("{}", info.dev));
-    // SAFETY: `name` is NUL-terminated (ByteWriter keeps the last byte zero); the parent is our
-    // root or an error pointer, which debugfs accepts.
-    let dir = unsafe { shim::ferrofs_debugfs_dir(name.as_ptr().cast(), DEBUGFS_ROOT.load(Ordering::Acquire)) };
-    info.debugfs.store(dir, Ordering::Release);
-    for (n, slot) in STAT_NAMES.iter().zip(info.stats.iter()) {
-        // SAFETY: the counters live in `SbInfo`, which outlives the directory (removed first
-        // in `put_super`).
-        unsafe { shim::ferrofs_debugfs_u64(n.as_char_ptr(), dir, slot.as_ptr()) };
-    }
+/// Publish the statistics of a mounted superblock and start its background thread.
+fn start_services(sb: &SuperBlock, read_only: bool) {
+    let info = sb.info();
     info.publish_stats(&mut info.lock());
     if !read_only {
-        // SAFETY: per the contract.
-        unsafe { start_bg(sb) };
+        start_bg(sb);
     }
+}
+
+/// The device's name as a C string in `buf` (at most 15 bytes: the kernel cuts a thread's
+/// name to 16 with the NUL anyway).
+pub(crate) fn dev_cstr<'a>(dev: &DevName, buf: &'a mut [u8; 16]) -> &'a CStr {
+    let b = dev.as_bytes();
+    let n = b.len().min(buf.len() - 1);
+    buf[..n].copy_from_slice(&b[..n]);
+    buf[n] = 0;
+    // printable ASCII without NUL (`DevName`), so this does not fail
+    CStr::from_bytes_with_nul(&buf[..=n]).unwrap_or(c_str!("?"))
 }
 
 /// `super_operations::freeze_fs` (after `freeze_super` synced everything): the engine turns
 /// read-only, so neither the background thread nor anything else programs the flash while
 /// the filesystem is frozen.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a mounted ferrofs superblock.
 pub(crate) unsafe extern "C" fn freeze_fs(sb: *mut bindings::super_block) -> c_int {
-    // SAFETY: `sb` is mounted; the VFS holds s_umount.
-    let info = unsafe { sbi(sb) };
-    let mut fs = info.lock();
+    // SAFETY: VFS freeze_fs contract: `sb` is mounted; the VFS holds s_umount.
+    let sb = unsafe { SuperBlock::from_raw(sb) };
+    let mut fs = sb.info().lock();
     match fs.set_read_only(true) {
         Ok(()) => 0,
         Err(e) => {
@@ -328,10 +290,14 @@ pub(crate) unsafe extern "C" fn freeze_fs(sb: *mut bindings::super_block) -> c_i
 }
 
 /// `super_operations::unfreeze_fs`.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a mounted ferrofs superblock.
 pub(crate) unsafe extern "C" fn unfreeze_fs(sb: *mut bindings::super_block) -> c_int {
-    // SAFETY: `sb` is mounted; the VFS holds s_umount.
-    let info = unsafe { sbi(sb) };
-    let r = info.lock().set_read_only(false);
+    // SAFETY: VFS unfreeze_fs contract: `sb` is mounted; the VFS holds s_umount.
+    let sb = unsafe { SuperBlock::from_raw(sb) };
+    let r = sb.info().lock().set_read_only(false);
     match r {
         Ok(()) => 0,
         Err(e) => kerr(e).to_errno(),
@@ -339,46 +305,44 @@ pub(crate) unsafe extern "C" fn unfreeze_fs(sb: *mut bindings::super_block) -> c
 }
 
 /// `fill_super` for `get_tree_mtd`: the MTD backend.
+///
+/// # Safety
+///
+/// Called by `get_tree_mtd` only, with a new superblock (`s_mtd` set) and our context.
 pub(crate) unsafe extern "C" fn fill_super_mtd(sb: *mut bindings::super_block, fc: *mut bindings::fs_context) -> c_int {
+    // SAFETY: `get_tree_mtd` hands us a new superblock, locked and ours to set up, and the
+    // ferrofs context it serves, for the call.
+    let (sb, fc) = unsafe { (NewSuperBlock::from_raw(sb), FsContext::from_raw(fc)) };
     from_result(|| {
-        // SAFETY: `get_tree_mtd` set `s_mtd` to a referenced MTD device before calling us; it
-        // stays referenced until `kill_mtd_super`, after the engine is gone.
-        let flash = unsafe { MtdFlash::new(shim::ferrofs_sb_mtd(sb))? };
-        // SAFETY: `sb` and `fc` are being set up by `get_tree_mtd` for us.
-        unsafe { fill_super(sb, fc, KFlash::Mtd(flash)) }
+        let flash = MtdFlash::new(sb.mtd().ok_or(EINVAL)?)?;
+        fill_super(sb, fc, KFlash::Mtd(flash))
     })
 }
 
 /// `fill_super` for `get_tree_bdev`: the block backend.
+///
+/// # Safety
+///
+/// Called by `get_tree_bdev` only, with a new superblock (`s_bdev` set) and our context.
 pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, fc: *mut bindings::fs_context) -> c_int {
+    // SAFETY: `get_tree_bdev` hands us a new superblock, locked and ours to set up, and the
+    // ferrofs context it serves, for the call.
+    let (sb, fc) = unsafe { (NewSuperBlock::from_raw(sb), FsContext::from_raw(fc)) };
     from_result(|| {
-        // SAFETY: `sb` is being set up; `get_tree_bdev` filled `s_id` (NUL-terminated).
-        let name = DevName::new(unsafe { crate::kfs::cstr(shim::ferrofs_sb_id(sb)) });
-        // SAFETY: `get_tree_bdev` opened `s_bdev` before calling us; it stays open until
-        // `kill_block_super`, after the engine (and both handles) are gone.
-        let (dev, discard_dev) = unsafe {
-            let bdev = shim::ferrofs_sb_bdev(sb);
-            (crate::kfs::BlockDev::from_raw(bdev), crate::kfs::BlockDev::from_raw(bdev))
-        };
+        let name = DevName::new(sb.id());
+        // a second handle on the device for the discards issued outside the engine lock
+        let (dev, discard_dev) = (sb.bdev().ok_or(EINVAL)?, sb.bdev().ok_or(EINVAL)?);
         let flash = KBox::new(BlkFlash::new(dev, discard_dev, name)?, GFP_KERNEL)?;
-        // SAFETY: `sb` and `fc` are being set up by `get_tree_bdev` for us.
-        unsafe { fill_super(sb, fc, KFlash::Blk(flash)) }
+        fill_super(sb, fc, KFlash::Blk(flash))
     })
 }
 
 /// The rest of `fill_super` for either backend: mount the engine on `flash`, build the root.
-///
-/// # Safety
-///
-/// `sb` must be a new superblock being set up by `get_tree_mtd`/`get_tree_bdev` for us, `fc`
-/// its ferrofs context, and `flash` the medium the superblock holds.
-unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_context, flash: KFlash) -> Result<c_int> {
-    // SAFETY: `fc` was set up by `init_fs_context`.
-    let opts = *unsafe { fc_opts(fc) };
+fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int> {
+    let opts = fc.opts().ok_or(EINVAL)?;
     let name = flash.name();
     let mlc = flash.geometry().kind == FlashKind::MlcNand;
-    // SAFETY: `sb` is being set up by us.
-    let read_only = unsafe { shim::ferrofs_sb_rdonly(sb) };
+    let read_only = sb.rdonly();
     flash.check_writeable(read_only)?;
     let mopts = MountOptions { read_only, ..MountOptions::default() };
     let mut fs = match Engine::mount(flash, mopts) {
@@ -399,8 +363,7 @@ unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_conte
     let sent = fs.flash().complete();
     if !read_only && (fs.is_failed() || sent.is_err()) {
         pr_err!("{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", name);
-        // SAFETY: `sb` is being set up by us.
-        unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+        sb.set_rdonly();
         read_only = true;
     }
     if let Some(d) = fs.log_damage() {
@@ -415,19 +378,14 @@ unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_conte
                 name, d.first_missing, d.seg, d.off, d.missing, d.after
             );
         }
-        // SAFETY: `sb` is being set up by us.
-        unsafe { shim::ferrofs_sb_set_rdonly(sb) };
+        sb.set_rdonly();
         read_only = true;
     }
     // Check the root before anything is attached to `sb`: a failure then frees everything
     // here (`put_super` never runs for a superblock without a root).
     let root = {
-        // SAFETY: paired with the restore below.
-        let nofs = unsafe { shim::ferrofs_memalloc_nofs_save() };
-        let r = fs.getattr(crate::engine::fs::ROOT_INO);
-        // SAFETY: restores the flags saved above.
-        unsafe { shim::ferrofs_memalloc_nofs_restore(nofs) };
-        r
+        let _nofs = NofsScope::new();
+        fs.getattr(crate::engine::fs::ROOT_INO)
     };
     let root = match root {
         Ok(r) => r,
@@ -440,49 +398,28 @@ unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_conte
         pr_err!("{}: corrupt filesystem: the root is not a directory\n", name);
         return Err(Error::from_errno(-(bindings::EUCLEAN as c_int)));
     }
+    let mut dname = [0u8; 16];
+    let stats = StatsDir::new(dev_cstr(&name, &mut dname), &STAT_NAMES)?;
     let info = KBox::pin_init(
         pin_init!(SbInfo {
             engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
             opts,
             dev: name,
-            bg: AtomicPtr::new(ptr::null_mut()),
-            debugfs: AtomicPtr::new(ptr::null_mut()),
-            stats: [const { AtomicU64::new(0) }; STAT_NAMES.len()],
+            bg: ThreadSlot::new(),
+            stats,
             lockstat: LockStats::new(),
             budget: Budget::new(),
             live: LiveToken::new(),
         }),
         GFP_KERNEL,
     )?;
-    // SAFETY: `sb` is being set up by us; nothing else reads `s_fs_info` before we return.
-    // The pinned box passes to `s_fs_info` (`ForeignOwnable`) and comes back, unmoved, in
-    // `put_super`, or in `kill_sb` (`free_unmounted`) when this function fails after this
-    // point.
-    unsafe {
-        (*sb).s_fs_info = info.into_foreign() as *mut c_void;
-        (*sb).s_magic = SB_MAGIC as _;
-        (*sb).s_op = &OPS.sops.0;
-        (*sb).s_maxbytes = MAX_FILE_SIZE as i64;
-        (*sb).s_blocksize = 4096;
-        (*sb).s_blocksize_bits = 12;
-        (*sb).s_time_gran = 1;
-        (*sb).s_flags |= SB_NOSEC;
-        shim::ferrofs_sb_set_xattr(sb);
-    }
-    // SAFETY: `sb` is set up with a valid `s_fs_info`.
-    let info = unsafe { sbi(sb) };
-    // SAFETY: `sb` is set up; `iget` returns a referenced inode, which `d_make_root`
-    // consumes (also on failure).
-    unsafe {
-        let inode = iget(SuperBlock::from_raw(sb), &root)?;
-        let d = bindings::d_make_root(inode);
-        if d.is_null() {
-            return Err(ENOMEM);
-        }
-        (*sb).s_root = d;
-        start_services(sb, read_only);
-    }
-    let replayed = info.lock().stats().replayed;
+    // The state comes back in `put_super`, or in `kill_sb` when this function fails after
+    // this point.
+    let params = SbParams { magic: SB_MAGIC.into(), ops: &OPS.sops, max_bytes: MAX_FILE_SIZE as i64, block_bits: BLOCK_SIZE.trailing_zeros() as u8 };
+    let sb_m = sb.attach(info, params);
+    sb.set_root(iget(sb_m, &root)?)?;
+    start_services(sb_m, read_only);
+    let replayed = sb_m.info().lock().stats().replayed;
     pr_info!(
         "{}: mounted{}, {} log records replayed since the last checkpoint\n",
         name,
@@ -493,88 +430,75 @@ unsafe fn fill_super(sb: *mut bindings::super_block, fc: *mut bindings::fs_conte
 }
 
 /// `super_operations::put_super`: unmount the engine (final checkpoint) and free our state.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a ferrofs superblock being shut down.
 pub(crate) unsafe extern "C" fn put_super(sb: *mut bindings::super_block) {
-    {
-        // SAFETY: the superblock is still set up.
-        let info = unsafe { sbi(sb) };
-        stop_bg(info);
-        // SAFETY: the directory (or null/error pointer) was created by `start_services`.
-        unsafe { shim::ferrofs_debugfs_remove(info.debugfs.swap(ptr::null_mut(), Ordering::AcqRel)) };
-    }
-    // SAFETY: `s_fs_info` is the pinned box `fill_super` passed through `into_foreign`; after
-    // this nothing uses it (it is nulled below, before the box is dropped).
-    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign((*sb).s_fs_info) };
-    // SAFETY: as above.
-    unsafe { (*sb).s_fs_info = ptr::null_mut() };
+    // SAFETY: VFS put_super contract: the superblock is being shut down (every inode evicted,
+    // `s_umount` held), allocated for the call.
+    let sb = unsafe { DyingSuperBlock::from_raw(sb) };
+    // stops the background thread
+    let Some(info) = sb.take_info() else {
+        return;
+    };
     let name = info.dev;
     let mut fs = info.lock();
-    // SAFETY: `sb` is still valid (being shut down).
-    if !fs.is_read_only() && !fs.is_failed() && !unsafe { shim::ferrofs_sb_rdonly(sb) } {
+    if !fs.is_read_only() && !fs.is_failed() && !sb.rdonly() {
         if let Err(e) = fs.sync() {
             pr_err!("{}: error {:?} writing the final checkpoint at unmount; the next mount recovers from the log\n", name, e);
         }
     }
     drop(fs);
-    drop(info);
-}
-
-/// Called by `kill_sb` after `kill_mtd_super` or `kill_block_super`: free the per-superblock state of a superblock
-/// whose `fill_super` failed after attaching it (`put_super` runs only for a superblock with a
-/// root, and nulls `s_fs_info`). Nothing is written: the mount wrote its checkpoint already.
-///
-/// # Safety
-///
-/// `sb` must be a ferrofs superblock shut down by `kill_mtd_super` or `kill_block_super` (no inode, no thread left).
-pub(crate) unsafe fn free_unmounted(sb: *mut bindings::super_block) {
-    // SAFETY: `sb` is still allocated during `kill_sb`; nothing else uses it any more.
-    let p = unsafe { (*sb).s_fs_info };
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as above.
-    unsafe { (*sb).s_fs_info = ptr::null_mut() };
-    // SAFETY: a non-null `s_fs_info` is the box `fill_super` stored; the thread and debugfs
-    // directory are created only after `fill_super` can no longer fail.
-    let info = unsafe { <Pin<KBox<SbInfo>> as ForeignOwnable>::from_foreign(p) };
-    stop_bg(&info);
+    // removes the debugfs directory
     drop(info);
 }
 
 /// `super_operations::statfs`.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a dentry of a mounted ferrofs and the buffer to fill.
 pub(crate) unsafe extern "C" fn statfs(dentry: *mut bindings::dentry, buf: *mut bindings::kstatfs) -> c_int {
-    // SAFETY: the VFS passes a valid dentry of a mounted ferrofs.
-    let info = unsafe { sbi((*dentry).d_sb) };
+    // SAFETY: VFS statfs contract: a live dentry of a mounted ferrofs and the kstatfs to fill,
+    // for the call.
+    let (sb, buf) = unsafe { (SuperBlock::from_dentry(dentry), Kstatfs::from_raw(buf)) };
+    let info = sb.info();
     let (mut st, serial) = {
         let fs = info.lock();
         (fs.statfs(), fs.serial())
     };
     // space the write-back budget holds for dirty data is not free
     st.blocks_free = st.blocks_free.saturating_sub(info.budget.reserved().div_ceil(u64::from(st.block_size.max(1))));
-    // Inodes are allocated from free space: as many more as there are free blocks.
-    // SAFETY: `buf` is the kstatfs the VFS asks us to fill.
-    unsafe {
-        shim::ferrofs_kstatfs_fill(
-            buf,
-            SB_MAGIC as i64,
-            st.block_size,
-            st.blocks,
-            st.blocks_free,
-            st.files.saturating_add(st.blocks_free),
-            st.blocks_free,
-            NAME_MAX as u32,
-            serial,
-        )
-    };
+    buf.fill(&Statfs {
+        fs_type: SB_MAGIC.into(),
+        bsize: st.block_size,
+        frsize: st.block_size,
+        blocks: st.blocks,
+        bfree: st.blocks_free,
+        // no blocks are reserved for root
+        bavail: st.blocks_free,
+        // Inodes are allocated from free space: as many more as there are free blocks.
+        files: st.files.saturating_add(st.blocks_free),
+        ffree: st.blocks_free,
+        namelen: NAME_MAX as u32,
+        fsid: serial,
+    });
     0
 }
 
 /// `super_operations::sync_fs`: a checkpoint.
+///
+/// # Safety
+///
+/// Called by the VFS only, with a mounted ferrofs superblock.
 pub(crate) unsafe extern "C" fn sync_fs(sb: *mut bindings::super_block, wait: c_int) -> c_int {
     if wait == 0 {
         return 0;
     }
-    // SAFETY: `sb` is mounted.
-    let info = unsafe { sbi(sb) };
+    // SAFETY: VFS sync_fs contract: `sb` is mounted.
+    let sb = unsafe { SuperBlock::from_raw(sb) };
+    let info = sb.info();
     let mut fs = info.lock();
     if fs.is_read_only() {
         return 0;
@@ -588,9 +512,15 @@ pub(crate) unsafe extern "C" fn sync_fs(sb: *mut bindings::super_block, wait: c_
 }
 
 /// `super_operations::show_options`.
+///
+/// # Safety
+///
+/// Called by the VFS only, with the `seq_file` to fill and the root of a mounted ferrofs.
 pub(crate) unsafe extern "C" fn show_options(m: *mut bindings::seq_file, root: *mut bindings::dentry) -> c_int {
-    // SAFETY: `root` belongs to a mounted ferrofs.
-    let opts = unsafe { sbi((*root).d_sb) }.opts;
+    // SAFETY: VFS show_options contract: the seq_file being filled and the root dentry of a
+    // mounted ferrofs, for the call.
+    let (m, sb) = unsafe { (SeqFile::from_raw(m), SuperBlock::from_dentry(root)) };
+    let opts = sb.info().opts;
     let mut buf = [0u8; 40];
     let mut w = ByteWriter { buf: &mut buf, len: 0 };
     if opts.commit != MountOpts::default().commit {
@@ -601,8 +531,8 @@ pub(crate) unsafe extern "C" fn show_options(m: *mut bindings::seq_file, root: *
     }
     let len = w.len.min(buf.len() - 1);
     buf[len] = 0;
-    // SAFETY: `buf` is NUL-terminated; `m` is the seq_file being filled.
-    unsafe { shim::ferrofs_seq_puts(m, buf.as_ptr().cast()) };
+    // NUL-terminated just above
+    m.puts(CStr::from_bytes_with_nul(&buf[..=len]).unwrap_or(c_str!("")));
     0
 }
 

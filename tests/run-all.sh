@@ -2,7 +2,9 @@
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
-#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh: 5 cuts on MTD, 3 on the block backend side by side) -> hostile images (200)
+#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh: 5 cuts on MTD, 3 on the block
+#         backend side by side) -> root filesystem (release only: tests/rootfs/run-rootfs.sh quick)
+#      -> hostile images (200)
 # The debug kernel, when not cached, builds in the background (nice 19) from the toolchain step on.
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
 # DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug, unless FERROFS_DEBUG=0.
@@ -112,6 +114,15 @@ run_flavour() {
     add_line "$pc_line"
   done
   took "power cuts ($flavour)"
+  if [ "$flavour" = release ]; then
+    # ferrofs as the root filesystem (issue 14): the Debian userland from the cache or built now
+    # (mmdebstrap, about 2 min), the busybox fallback when it cannot be built (said on screen).
+    begin "root filesystem ($flavour)"
+    { qemu/mkrootfs.sh && qemu/mkinitramfs-root.sh "$(kernel_dir)/linux" "build/initramfs-root-$flavour.cpio" &&
+      tests/rootfs/run-rootfs.sh quick; } 2>&1 | tee "build/logs/rootfs-$flavour.log"
+    add_line "$(grep -E '^rootfs-quick-nand: [0-9]+ passed' "build/logs/rootfs-$flavour.log" | tail -n1)"
+    took "root filesystem ($flavour)"
+  fi
   begin "hostile images ($flavour)"
   # Two guests side by side, each on half of the images (seeds 1 and 2: distinct images): a
   # hostile guest runs one image at a time and keeps one host core busy, so this halves the

@@ -5,7 +5,8 @@
 use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{segstate, CpHeader, Loc, CP_HDR_SIZE, HEAD_COLD, HEAD_META};
+use crate::engine::format::{rtype, segstate, CpExt, CpHeader, Loc, CP_HDR_SIZE, HEAD_COLD, HEAD_META};
+use crate::engine::log::Scan;
 use crate::engine::fs::Engine;
 use crate::engine::log::{SEG_DEAD_CP, SEG_RETIRE};
 use crate::engine::platform::{FallibleVec, Platform};
@@ -26,6 +27,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     fn checkpoint_inner(&mut self) -> Result<()> {
         let mut rounds = 0u32;
         let mut locs: P::Vec<Loc> = P::Vec::new();
+        // where the checkpoint's own records start in the metadata head (the extension), when
+        // the first round wrote all of them (a relocation round writes some of them elsewhere)
+        let mut start: Option<(u32, u32, u64)>;
+        let mut first_round = true;
         loop {
             if self.log.has_failed_seg() {
                 rounds = rounds.saturating_add(1);
@@ -41,6 +46,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             for h in [crate::engine::format::HEAD_HOT, HEAD_COLD, HEAD_META] {
                 self.log.flush_head(h)?;
             }
+            let m = self.log.heads.get(self.log.phys_head(HEAD_META)).ok_or(Error::Invalid)?;
+            start = if first_round && m.seg != crate::engine::format::NO_SEG && m.pos < self.sb.segment_size {
+                Some((m.seg, m.pos, m.seg_seq))
+            } else {
+                None
+            };
+            first_round = false;
             self.tree.commit(&mut self.log)?;
             self.log.flush_all()?;
             if self.log.has_failed_seg() {
@@ -80,14 +92,23 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             seg_count: count as u32,
         };
         let mut blob = core::mem::replace(&mut self.buf2, P::Vec::new());
-        let r = self.encode_cp(&hdr, locs.as_slice(), &mut blob);
+        let ext = start.map(|(seg, off, seg_seq)| crate::engine::format::CpExt { seq, seg, off, seg_seq });
+        let r = self.encode_cp(&hdr, locs.as_slice(), ext, &mut blob);
         if r.is_err() {
             self.buf2 = blob;
             return r;
         }
-        // choose a slot
+        // choose a slot: the next one of the current area, or slot 0 of the other area
+        // (erased first) when this one is full, after a mount, or when an area is to be
+        // scrubbed: the other (erasing it scrubs it), or this one (the next checkpoint then
+        // comes back and erases it)
         let slots = self.slots_per_area();
-        if self.cp_next_slot >= slots {
+        let other = 1 - self.cp_area.min(1);
+        let scrub = self.cp_scrub.get(other).copied().unwrap_or(false) || self.cp_scrub.get(self.cp_area).copied().unwrap_or(false);
+        if self.cp_next_slot >= slots || scrub {
+            if scrub && self.cp_next_slot < slots {
+                self.log.faults.cp_area_scrubs = self.log.faults.cp_area_scrubs.saturating_add(1);
+            }
             if self.log.fill_on_close && self.cp_next_slot != u32::MAX {
                 // the full area's last segment may end in a part no slot fits: close it
                 let ss = u64::from(self.sb.segment_size.max(1));
@@ -101,7 +122,6 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
             }
-            let other = 1 - self.cp_area.min(1);
             for i in 0..self.sb.cp_area_segs as usize {
                 let s = *self.sb.cp_segs.get(other).and_then(|a| a.get(i)).ok_or(Error::Corrupt)?;
                 match self.log.erase(s) {
@@ -125,6 +145,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             self.cp_area = other;
             self.cp_next_slot = 0;
+            if let Some(f) = self.cp_scrub.get_mut(other) {
+                *f = false;
+            }
         }
         let off = u64::from(self.cp_next_slot) * u64::from(self.sb.cp_slot_size);
         let r = self.cp_write(self.cp_area, off, blob.as_slice());
@@ -173,7 +196,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(())
     }
 
-    fn encode_cp(&mut self, hdr: &CpHeader, locs: &[Loc], blob: &mut P::Vec<u8>) -> Result<()> {
+    /// The blob (`hdr`, the SEGTAB locations), its CRC, and after its `len` bytes the
+    /// extension when there is one and the slot has room for it (a filesystem formatted before
+    /// `FEATURE_COMPAT_CP_EXT` may not).
+    fn encode_cp(&mut self, hdr: &CpHeader, locs: &[Loc], ext: Option<crate::engine::format::CpExt>, blob: &mut P::Vec<u8>) -> Result<()> {
         let slot = self.sb.cp_slot_size as usize;
         blob.clear();
         blob.try_resize(slot, 0u8)?;
@@ -190,13 +216,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         let crc = crate::engine::crc::crc32c(blob.as_slice().get(..len).ok_or(Error::Invalid)?);
-        crate::engine::codec::put_u32(blob.as_mut_slice(), 4, crc)
+        crate::engine::codec::put_u32(blob.as_mut_slice(), 4, crc)?;
+        if let (Some(e), Some(room)) = (ext, blob.as_mut_slice().get_mut(len..)) {
+            if room.len() >= crate::engine::format::CP_EXT_SIZE {
+                e.encode(room)?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn validate_cp(&self, b: &[u8]) -> Result<CpHeader> {
         let (h, crc) = CpHeader::decode(&mut Reader::new(b))?;
         let len = h.len as usize;
         if len > b.len() || len < CP_HDR_SIZE || h.serial != self.sb.serial || h.seg_count != self.sb.segment_count {
+            return Err(Error::Corrupt);
+        }
+        if h.seq >= crate::engine::format::SEQ_LIMIT || h.next_seq >= crate::engine::format::SEQ_LIMIT || h.next_seq <= h.seq {
             return Err(Error::Corrupt);
         }
         if len != CP_HDR_SIZE + crate::engine::format::segtab_chunks(h.seg_count) as usize * Loc::SIZE {
@@ -226,7 +261,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let off = u64::from(slot) * u64::from(self.sb.cp_slot_size);
         let a = self.cp_area;
         let mut blob: P::Vec<u8> = P::Vec::new();
-        blob.try_resize(usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::Invalid)?, 0)?;
+        let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::Invalid)?;
+        let with_ext = blob_len.saturating_add(crate::engine::format::CP_EXT_SIZE).min(self.sb.cp_slot_size as usize).max(blob_len);
+        blob.try_resize(with_ext, 0)?;
         self.cp_read(a, off, blob.as_mut_slice())?;
         // the slot may span segments of the area
         let mut done = 0u64;
@@ -239,6 +276,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             done += n;
         }
         let h = self.validate_cp(blob.as_slice())?;
+        // with the extension: every record the checkpoint wrote (its index nodes, padding,
+        // segment headers, SEGTAB records)
+        if self.cp_records(&h, blob.as_slice(), &mut |l| f(l.seg, l.off, l.len))? {
+            return Ok(());
+        }
         let chunks = crate::engine::format::segtab_chunks(h.seg_count);
         let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
         for _ in 0..chunks {
@@ -249,6 +291,65 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             f(h.root.seg, h.root.off, h.root.len);
         }
         Ok(())
+    }
+
+    /// Read back every record checkpoint `cp` (blob `blob`) wrote to the metadata head, from
+    /// the start its extension gives to the end of its last SEGTAB record, following the
+    /// head's chain, calling `f` with each record's location; `Ok(false)` without an extension
+    /// (a checkpoint of an older engine, or one written in relocation rounds). A record that
+    /// does not read back, or a segment left before the record that follows could not fit in
+    /// it (the only reason the head moves on), is `Corrupt`: the mount falls back to the
+    /// previous checkpoint.
+    pub(super) fn cp_records(&mut self, cp: &CpHeader, blob: &[u8], f: &mut dyn FnMut(Loc)) -> Result<bool> {
+        let Some(ext) = blob.get(cp.len as usize..).and_then(CpExt::decode).filter(|e| e.seq == cp.seq) else {
+            return Ok(false);
+        };
+        let chunks = crate::engine::format::segtab_chunks(cp.seg_count);
+        let at = CP_HDR_SIZE.saturating_add((chunks.saturating_sub(1) as usize).saturating_mul(Loc::SIZE));
+        let last = Loc::get(&mut Reader::new(blob.get(at..).ok_or(Error::Corrupt)?))?;
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        let r = self.cp_records_walk(ext, last, &mut tmp, f);
+        self.buf = tmp;
+        r.map(|()| true)
+    }
+
+    fn cp_records_walk(&mut self, ext: CpExt, last: Loc, tmp: &mut P::Vec<u8>, f: &mut dyn FnMut(Loc)) -> Result<()> {
+        let ss = self.sb.segment_size;
+        let (mut seg, mut off, mut seq) = (ext.seg, ext.off, ext.seg_seq);
+        // where the head left the segment before (its next record must not have fitted there)
+        let mut left_at: Option<u32> = None;
+        let mut segs = 0u32;
+        loop {
+            match self.log.scan_at(seg, off, seq, tmp)? {
+                Scan::Rec(h, l) => {
+                    if let Some(end) = left_at.take().filter(|_| h.rtype != rtype::SEGHDR) {
+                        let pos = crate::engine::log::Log::<P, F>::align_pos(self.sb.write_unit, end);
+                        if u64::from(pos).saturating_add(u64::from(l.len)) <= u64::from(ss) {
+                            return Err(Error::Corrupt);
+                        }
+                    }
+                    f(l);
+                    if l.seg == last.seg && l.off == last.off {
+                        return Ok(());
+                    }
+                    off = l.off.saturating_add(l.len);
+                }
+                Scan::End => {
+                    segs = segs.saturating_add(1);
+                    if segs > self.sb.segment_count {
+                        return Err(Error::Corrupt);
+                    }
+                    let (_, _, _, next) = self.log.read_seghdr(seg, tmp)?.ok_or(Error::Corrupt)?;
+                    let (nseq, _, prev, _) = self.log.read_seghdr(next, tmp)?.ok_or(Error::Corrupt)?;
+                    if prev != seg || nseq <= seq {
+                        return Err(Error::Corrupt);
+                    }
+                    left_at = Some(off);
+                    (seg, off, seq) = (next, 0, nseq);
+                }
+                Scan::Bad => return Err(Error::Corrupt),
+            }
+        }
     }
 
     /// Length of a checkpoint blob for `segments` segments.
@@ -280,7 +381,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut done = 0usize;
         while done < out.len() {
             let (seg, so, n) = self.cp_piece(a, off, done, out.len())?;
-            self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
+            let st = self.log.flash.read(seg, so, out.get_mut(done..done + n).ok_or(Error::Corrupt)?)?;
+            if st == crate::engine::flash::ReadStatus::Corrected {
+                // bits are flipping in this area: move off it and erase it (see `checkpoint`)
+                self.log.faults.corrected_reads = self.log.faults.corrected_reads.saturating_add(1);
+                if let Some(f) = self.cp_scrub.get_mut(a) {
+                    *f = true;
+                }
+            }
             done = done.saturating_add(n);
         }
         Ok(())

@@ -25,9 +25,9 @@ pub type DirFiller<'a> = &'a mut dyn FnMut(&[u8], u64, FileType, u64) -> bool;
 
 /// A decoded directory entry.
 #[derive(Debug, Clone, Copy)]
-struct Dent {
-    key: u64,
-    ino: u64,
+pub(super) struct Dent {
+    pub(super) key: u64,
+    pub(super) ino: u64,
 }
 
 fn check_name(name: &[u8]) -> Result<()> {
@@ -40,11 +40,11 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn dtype_of(mode: u32) -> u8 {
+pub(super) fn dtype_of(mode: u32) -> u8 {
     FileType::from_mode(mode).map_or(0, FileType::dtype)
 }
 
-fn ftype_of_dtype(d: u8) -> FileType {
+pub(super) fn ftype_of_dtype(d: u8) -> FileType {
     match d {
         1 => FileType::Fifo,
         2 => FileType::CharDev,
@@ -440,7 +440,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
-    fn dir_inode(&mut self, ino: u64) -> Result<Inode> {
+    pub(super) fn dir_inode(&mut self, ino: u64) -> Result<Inode> {
         let d = self.getattr(ino)?;
         if !d.is_dir() {
             return Err(Error::NotDir);
@@ -449,7 +449,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Find `name` in `dir`: Ok(Ok(dent)) if present, Ok(Err(free key)) if absent.
-    fn find_dent(&mut self, dir: u64, name: &[u8]) -> Result<core::result::Result<Dent, u64>> {
+    pub(super) fn find_dent(&mut self, dir: u64, name: &[u8]) -> Result<core::result::Result<Dent, u64>> {
         self.find_named(dir, kind::DENT, name).map(|r| {
             r.map(|(key, ino, _dtype)| Dent { key, ino })
         })
@@ -488,7 +488,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
-    fn write_dent(&mut self, dir: u64, key: u64, child: u64, dtype: u8, name: &[u8], flags: u8) -> Result<()> {
+    pub(super) fn write_dent(&mut self, dir: u64, key: u64, child: u64, dtype: u8, name: &[u8], flags: u8) -> Result<()> {
         let mut p = [0u8; 8 + 1 + 1 + NAME_MAX];
         let len = {
             let mut w = Writer::new(&mut p);

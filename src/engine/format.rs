@@ -13,19 +13,25 @@ pub const CP_MAGIC: u32 = 0x5043_4646;
 /// Record magic (u16).
 pub const REC_MAGIC: u16 = 0xF5A5;
 
-/// Compatible feature flags written by default (none).
-pub const FEATURE_COMPAT: u64 = 0;
+/// Compatible feature flags written by default: the checkpoint extension.
+pub const FEATURE_COMPAT: u64 = FEATURE_COMPAT_CP_EXT;
+/// Compatible feature bit 1: checkpoint slots are sized to hold, after the blob's `len` bytes,
+/// a [`CpExt`] (own magic and CRC) giving where the checkpoint's own records start in the
+/// metadata log, so that a mount can read back every page the checkpoint wrote (every index
+/// node, not only the root path) and fall back to the previous checkpoint when one does not.
+/// Engines that do not know the bit ignore the bytes after `len` (the slot padding).
+pub const FEATURE_COMPAT_CP_EXT: u64 = 2;
 /// Compatible feature bit 0: the superblock carries the open-segment limit in an extension
 /// after its first `SB_SIZE` bytes (`SB_EXT_SIZE` bytes with their own CRC, see
 /// [`Superblock::open_segments`]). Engines that do not know the bit ignore the extension (the
 /// main CRC covers only the first `SB_SIZE` bytes) and write with three heads: the filesystem
 /// stays valid, only the limit is not kept.
 pub const FEATURE_COMPAT_OPEN_SEGMENTS: u64 = 1;
-/// Compatible feature bit 1: the superblock carries the FTL page size a block device was
+/// Compatible feature bit 2: the superblock carries the FTL page size a block device was
 /// formatted for (`Superblock::ftl_page`, in the extension at `SB_SIZE + 8` with its own CRC):
 /// the preferred write size the kernel's block backend writes and reads in. Engines that do
 /// not know the bit ignore it and guess the page from the device.
-pub const FEATURE_COMPAT_FTL_PAGE: u64 = 2;
+pub const FEATURE_COMPAT_FTL_PAGE: u64 = 4;
 /// Smallest open-segment limit a superblock may carry: one log head and the checkpoint area.
 pub const OPEN_SEGMENTS_MIN: u32 = 2;
 /// Largest open-segment limit a superblock may carry (anything above 4 behaves as 4: three
@@ -314,6 +320,18 @@ impl FileType {
             _ => return None,
         })
     }
+    /// The type bits of a mode (S_IFREG...): what a recreated inode gets (repair).
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => S_IFREG,
+            FileType::Dir => S_IFDIR,
+            FileType::Symlink => S_IFLNK,
+            FileType::CharDev => S_IFCHR,
+            FileType::BlockDev => S_IFBLK,
+            FileType::Fifo => S_IFIFO,
+            FileType::Socket => S_IFSOCK,
+        }
+    }
     /// The `d_type` value used by readdir (DT_*).
     pub fn dtype(self) -> u8 {
         match self {
@@ -458,7 +476,7 @@ pub struct Superblock {
 /// Encoded superblock size (the part the main CRC covers).
 pub const SB_SIZE: usize = 4 + 4 + 4 + 8 * 3 + 1 + 4 * 3 + 8 + 8 + 8 + 4 + 4 + 4 * MAX_CP_SEGS * 2;
 /// Size of the superblock extension after `SB_SIZE`: the open-segment limit (u32 + its CRC32C,
-/// compat bit 0), then the FTL page (u32 + its CRC32C, compat bit 1). Each part is meaningful
+/// compat bit 0), then the FTL page (u32 + its CRC32C, compat bit 2). Each part is meaningful
 /// only with its bit.
 pub const SB_EXT_SIZE: usize = 16;
 /// Bytes of the superblock a mount reads and a format writes (before padding).
@@ -654,8 +672,69 @@ pub struct Stats {
     pub open_segments: u64,
 }
 
+/// Sequence numbers stay below this (2^62, far beyond any log: 146 000 years at a million
+/// records a second). A checkpoint numbered at or above it (or whose next number is not above
+/// its own) is not valid: a forged one would leave the log no numbers to grow into (they
+/// saturate), and a newer checkpoint could not rank above it.
+pub const SEQ_LIMIT: u64 = 1 << 62;
+
 /// Checkpoint header size (before the segment table).
 pub const CP_HDR_SIZE: usize = 4 + 4 + 4 + 4 + 8 + 8 + 12 + 1 + 1 + 8 + 8 + NUM_HEADS * 20 + 8 * 8 + 4;
+
+/// Magic of a checkpoint extension ("FFCX").
+pub const CP_EXT_MAGIC: u32 = 0x5843_4646;
+/// Size of a checkpoint extension.
+pub const CP_EXT_SIZE: usize = 32;
+
+/// The checkpoint extension (`FEATURE_COMPAT_CP_EXT`), right after the blob's `len` bytes in
+/// its slot: where the checkpoint's own records (the index nodes it committed, padding, the
+/// segment headers of segments it crossed into, its SEGTAB records) start in the metadata
+/// head. They run from there, through the head's chain, to the end of its last SEGTAB record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpExt {
+    /// The checkpoint's sequence (must equal the blob's).
+    pub seq: u64,
+    /// Segment of the first record.
+    pub seg: u32,
+    /// Its offset.
+    pub off: u32,
+    /// Segment sequence of that segment.
+    pub seg_seq: u64,
+}
+
+impl CpExt {
+    /// Encode into `out` (at least `CP_EXT_SIZE` bytes).
+    pub fn encode(&self, out: &mut [u8]) -> Result<()> {
+        let b = out.get_mut(..CP_EXT_SIZE).ok_or(Error::Invalid)?;
+        {
+            let mut w = Writer::new(b);
+            w.u32(CP_EXT_MAGIC)?;
+            w.u32(0)?;
+            w.u64(self.seq)?;
+            w.u32(self.seg)?;
+            w.u32(self.off)?;
+            w.u64(self.seg_seq)?;
+        }
+        let crc = crate::engine::crc::crc32c(b);
+        crate::engine::codec::put_u32(b, 4, crc)
+    }
+
+    /// Decode and validate (magic, CRC); `None` when absent or damaged.
+    pub fn decode(b: &[u8]) -> Option<CpExt> {
+        let b = b.get(..CP_EXT_SIZE)?;
+        let mut r = Reader::new(b);
+        if r.u32().ok()? != CP_EXT_MAGIC {
+            return None;
+        }
+        let crc = r.u32().ok()?;
+        let e = CpExt { seq: r.u64().ok()?, seg: r.u32().ok()?, off: r.u32().ok()?, seg_seq: r.u64().ok()? };
+        let c = crate::engine::crc::crc32c_update(
+            crate::engine::crc::crc32c_update(crate::engine::crc::crc32c(b.get(..4)?), &[0, 0, 0, 0]),
+            b.get(8..)?,
+        );
+        (c == crc).then_some(e)
+    }
+}
 
 /// The fixed part of a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -3,7 +3,7 @@
 //! engine's methods are in the files of their job (see `mod.rs`).
 
 use crate::engine::error::{Error, Result};
-use crate::engine::flash::{Flash, FlashKind};
+use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
     segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, FEATURE_COMPAT,
     FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SUPPORTED,
@@ -130,6 +130,13 @@ pub struct Engine<P: Platform, F: Flash> {
     /// current segment): written to their end before anything else when the medium is a
     /// block device with an open-segment limit (`finish_mount`).
     pub(super) mount_tails: [(u32, u32); NUM_HEADS + 1],
+    /// The superblock copy the mount found damaged, unreadable, different or read only
+    /// through ECC correction while the other copy is intact: rewritten by `finish_mount`
+    /// (one copy per mount, never both at once).
+    pub(super) sb_refresh: Option<u32>,
+    /// Per checkpoint area: a read of it was corrected, or a slot written in it does not read
+    /// back: the next checkpoints move off it and erase it (see `checkpoint`).
+    pub(super) cp_scrub: [bool; 2],
 }
 
 fn round_up(v: u64, m: u64) -> u64 {
@@ -180,7 +187,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err((Error::Invalid, flash));
         }
         let chunks = crate::engine::format::segtab_chunks(geo.segment_count);
-        let blob = CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64;
+        // the blob and its extension (FEATURE_COMPAT_CP_EXT)
+        let blob = CP_HDR_SIZE as u64 + u64::from(chunks) * Loc::SIZE as u64 + crate::engine::format::CP_EXT_SIZE as u64;
         let ss64 = u64::from(geo.segment_size);
         // at least 64 slots per area: each area is erased once per 128 checkpoints (or mounts)
         let area_of = |slot: u64| round_up(slot.saturating_mul(64), ss64) / ss64.max(1);
@@ -282,20 +290,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err(Error::Io);
             }
         }
-        let wu = self.log.geo.write_unit as usize;
-        // a write unit, or on a block device the FTL page (a chunk)
-        let align = if self.log.pad_to_chunk { (self.log.chunk as usize).max(wu) } else { wu };
-        let mut page = P::Vec::new();
-        page.try_resize(round_up(SB_FULL_SIZE as u64, align as u64) as usize, 0xFFu8)?;
-        self.sb.encode(page.as_mut_slice())?;
         for s in self.sb.sb_segs {
-            self.log.write_fixed(s, 0, page.as_slice())?;
-            if self.log.fill_on_close {
-                // written once: closed at once, so that it never counts as open
-                self.log.fill_to_end(s, page.len() as u32, true)?;
-            } else {
-                self.log.note_closed(s);
-            }
+            self.write_superblock(s)?;
         }
         let root = Inode {
             ino: ROOT_INO,
@@ -315,6 +311,43 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.write_inode(&root, 0)?;
         self.log.open_heads()?;
         self.checkpoint()
+    }
+
+    /// Write the superblock at offset 0 of the (erased) segment `s`: a write unit (on a block
+    /// device, an FTL page) of it, padded with 0xFF; with an open-segment limit the rest of the
+    /// segment is written with 0xFF too (closed at once, it never counts as open).
+    fn write_superblock(&mut self, s: u32) -> Result<()> {
+        let wu = self.log.geo.write_unit as usize;
+        // a write unit, or on a block device the FTL page (a chunk)
+        let align = if self.log.pad_to_chunk { (self.log.chunk as usize).max(wu) } else { wu };
+        let mut page = P::Vec::new();
+        page.try_resize(round_up(SB_FULL_SIZE as u64, align as u64) as usize, 0xFFu8)?;
+        self.sb.encode(page.as_mut_slice())?;
+        self.log.write_fixed(s, 0, page.as_slice())?;
+        if self.log.fill_on_close {
+            self.log.fill_to_end(s, page.len() as u32, true)?;
+        } else {
+            self.log.note_closed(s);
+        }
+        Ok(())
+    }
+
+    /// Rewrite the superblock copy in segment `s` (`sb_refresh`): erase, write, flush. Only
+    /// called while the other copy is intact, at the start of a read-write mount's writes
+    /// (nothing else is open then: the open-segment limit holds). A cut in between leaves the
+    /// other copy, which the next mount finds and refreshes from again. A segment whose erase
+    /// fails is retired (bad): the filesystem keeps one copy.
+    pub(super) fn refresh_superblock(&mut self, s: u32) -> Result<()> {
+        if !self.log.erase(s)? {
+            return Ok(());
+        }
+        if let Ok(si) = self.log.seg_mut(s) {
+            si.state = segstate::META;
+        }
+        self.write_superblock(s)?;
+        self.log.flash.flush()?;
+        self.log.faults.superblock_refreshes = self.log.faults.superblock_refreshes.saturating_add(1);
+        Ok(())
     }
 
     /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
@@ -384,10 +417,35 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 return Err((e, log.flash));
             }
         }
+        // Both copies the superblock names: one that does not read back clean and equal to
+        // the one found is rewritten by the mount's first writes (`finish_mount`), while the
+        // other copy is intact; one per mount, so that never both are written at once.
+        let mut intact = [false; 2];
+        let mut fresh = [false; 2];
+        for (i, &s) in sb.sb_segs.iter().enumerate() {
+            if log.flash.is_bad(s).unwrap_or(true) {
+                continue;
+            }
+            let st = log.flash.read(s, 0, page.as_mut_slice());
+            let same = Superblock::decode(page.as_slice()).is_ok_and(|x| x == sb);
+            if let (Some(ok), Some(f)) = (intact.get_mut(i), fresh.get_mut(i)) {
+                *ok = same && st.is_ok();
+                *f = same && st == Ok(ReadStatus::Clean);
+                if st == Ok(ReadStatus::Corrected) {
+                    log.faults.corrected_reads = log.faults.corrected_reads.saturating_add(1);
+                }
+            }
+        }
+        let sb_refresh = match (fresh, intact) {
+            ([false, _], [_, true]) if !log.flash.is_bad(sb.sb_segs[0]).unwrap_or(true) => Some(sb.sb_segs[0]),
+            ([_, false], [true, _]) if !log.flash.is_bad(sb.sb_segs[1]).unwrap_or(true) => Some(sb.sb_segs[1]),
+            _ => None,
+        };
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
         let mut eng = Self::assemble(log, sb, opts, opts.cache_nodes);
         eng.ro_compat_unknown = ro;
+        eng.sb_refresh = sb_refresh;
         if ro && !opts.read_only {
             // unknown read-only-compatible features: only a read-only mount is safe
             return Err((Error::ReadOnly, eng.log.flash));
@@ -464,6 +522,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             fallback: None,
             replay_fallback: false,
             mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
+            sb_refresh: None,
+            cp_scrub: [false; 2],
         }
     }
 

@@ -48,6 +48,12 @@ pub struct FaultStats {
     /// Other I/O errors on program or erase (transient or a read-only device): the operation
     /// failed and the engine stopped writing; no segment was retired for them.
     pub io_errors: u64,
+    /// Superblock copies rewritten by a mount (damaged, unreadable, or read through ECC
+    /// correction, while the other copy was intact).
+    pub superblock_refreshes: u64,
+    /// Checkpoint-area switches made early to scrub an area (a read of it was corrected, or a
+    /// slot written in it does not read back).
+    pub cp_area_scrubs: u64,
 }
 
 /// What [`Log::scan_at`] found at a record position.
@@ -540,7 +546,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
             self.need_checkpoint = true;
         }
         self.opened = self.opened.saturating_add(1);
-        let next = self.alloc_free().unwrap_or(NO_SEG);
+        let mut next = self.alloc_free().unwrap_or(NO_SEG);
+        if next != NO_SEG && !self.fresh_successor(next)? {
+            next = NO_SEG;
+            self.need_checkpoint = true;
+        }
         let seg_seq = self.take_seq();
         {
             let si = self.seg_mut(seg)?;
@@ -572,6 +582,45 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Whether the reserved segment `s` can be named as a head's successor: it must not hold a
+    /// valid segment header numbered at or above the sequence the log is at. Such a header is
+    /// left by a log this mount does not know (the newest checkpoints were lost, e.g. a wiped
+    /// checkpoint area, and an older one mounted: its numbers are reused), and the mount that
+    /// follows the chain would take it for the head's continuation (numbered above the
+    /// predecessor, naming it) and replay the lost log. Such a segment is erased now; when the
+    /// header survives the erase (a block device whose discard keeps the data) or the erase
+    /// retires the segment, it is given back (`false`: no successor).
+    fn fresh_successor(&mut self, s: u32) -> Result<bool> {
+        let mut v = core::mem::replace(&mut self.scratch, P::Vec::new());
+        let mut stale = |log: &mut Self| -> Result<bool> {
+            let next_seq = log.next_seq;
+            Ok(log.read_seghdr(s, &mut v)?.is_some_and(|h| h.0 >= next_seq))
+        };
+        let r = (|| -> Result<bool> {
+            if !stale(self)? {
+                return Ok(true);
+            }
+            if self.erase(s)? && !stale(self)? {
+                return Ok(true);
+            }
+            if let Ok(si) = self.seg_mut(s) {
+                if si.state == segstate::RESERVED {
+                    si.state = segstate::FREE;
+                }
+            }
+            Ok(false)
+        })();
+        self.scratch = v;
+        if r.is_err() {
+            if let Ok(si) = self.seg_mut(s) {
+                if si.state == segstate::RESERVED {
+                    si.state = segstate::FREE;
+                }
+            }
+        }
+        r
     }
 
     /// Open a segment for every head that has none (so the next checkpoint chains them).

@@ -52,9 +52,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // 1. newest valid checkpoint
         let slots = self.slots_per_area();
         let slot_size = u64::from(self.sb.cp_slot_size);
-        // Only the blob's own length is read (validated against the slot size at mount), in
-        // a heap buffer (MTD drivers may DMA into it).
+        // Only the blob's own length (and its extension, when the slot has room for one) is
+        // read (validated against the slot size at mount), in a heap buffer (MTD drivers may
+        // DMA into it).
         let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::BadFormat)?;
+        let blob_len = blob_len
+            .saturating_add(crate::engine::format::CP_EXT_SIZE)
+            .min(usize::try_from(slot_size).map_err(|_| Error::BadFormat)?)
+            .max(blob_len);
         let mut blob = P::Vec::new();
         blob.try_resize(blob_len.max(CP_HDR_SIZE), 0u8)?;
         // One pass over the slots collects the candidate headers; the newest are then
@@ -87,7 +92,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
                 match decoded {
-                    Ok((h, _)) if h.serial == self.sb.serial => cands.try_push((h.seq, a, s))?,
+                    Ok((h, _)) if h.serial == self.sb.serial && h.seq < crate::engine::format::SEQ_LIMIT => {
+                        cands.try_push((h.seq, a, s))?
+                    }
                     _ if !erased => {
                         if let Some(x) = last_bad.get_mut(usize::from(a)) {
                             *x = Some(s);
@@ -171,6 +178,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if !loaded {
             return Err(last_err);
         }
+        // an area with a written slot that does not read back (torn or damaged) is scrubbed:
+        // the next checkpoints move off it and erase it
+        for (f, b) in self.cp_scrub.iter_mut().zip(last_bad.iter()) {
+            *f |= b.is_some();
+        }
         if self.damage.is_some() {
             // durable records were lost in the middle of the log: what follows was recovered,
             // but the state is not one the operations produced. Never write on top of it.
@@ -216,6 +228,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let first = self.idx_next(&Key::default());
         self.tree.set_replay(false);
         first?;
+        // and every page the checkpoint wrote, when its extension says where they start
+        self.cp_records(&cp, blob, &mut |_| {})?;
         self.replay_fallback = fallback;
         // 2. chains of segments written after the checkpoint
         let mut streams: [Stream; NUM_HEADS] = [Stream::default(); NUM_HEADS];
@@ -345,6 +359,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.log.note_closed(seg);
             }
             self.mount_tails = [(NO_SEG, 0); NUM_HEADS + 1];
+        }
+        // a damaged or weak superblock copy, while nothing else is open
+        if let Some(s) = self.sb_refresh.take() {
+            self.refresh_superblock(s)?;
         }
         let all_heads = (2 * NUM_HEADS as u32).saturating_add(self.segtab_segments());
         if self.log.free_count() < all_heads && self.pending_free() > 0 {

@@ -1,5 +1,6 @@
 //! The segment table on flash: SEGTAB records written by a checkpoint and read back by a
-//! mount, its size in segments, and the check of the in-RAM table against the index.
+//! mount, its size in segments, and the check of the in-RAM table against the index (and its
+//! repair, for fsck).
 
 use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
@@ -147,30 +148,67 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Consistency check: recompute every segment's live bytes from the index and compare them
     /// with the segment table. Returns the first mismatch as (segment, table, computed).
     pub fn check(&mut self) -> Result<Option<(u32, u32, u32)>> {
+        let mut first = None;
+        self.segment_usage(false, &mut |seg, table, computed| {
+            if first.is_none() {
+                first = Some((seg, table, computed));
+            }
+        })?;
+        Ok(first)
+    }
+
+    /// Recompute every segment's live bytes from the index and call `each(seg, table,
+    /// computed)` for each segment the table disagrees on (`table` u32::MAX: the segment is
+    /// marked free although records in it are live). With `fix`, the table takes the computed
+    /// figures (in RAM: the next checkpoint writes them), and a free segment holding live
+    /// records becomes full (with the sequence of its segment header) so that nothing
+    /// allocates it.
+    pub(crate) fn segment_usage(&mut self, fix: bool, each: &mut dyn FnMut(u32, u32, u32)) -> Result<()> {
         let mut live: P::Vec<u32> = P::Vec::new();
         live.try_resize(self.log.segs.len(), 0)?;
         {
             let lv = &mut live;
             let mut bad = false;
-            self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| {
-                match lv.as_mut_slice().get_mut(l.seg as usize) {
-                    Some(x) => *x = x.saturating_add(l.len),
-                    None => bad = true,
-                }
+            self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| match lv.as_mut_slice().get_mut(l.seg as usize) {
+                Some(x) => *x = x.saturating_add(l.len),
+                None => bad = true,
             })?;
             if bad {
                 return Err(Error::Corrupt);
             }
         }
         let n = self.log.segs.len() as u32;
-        for (i, (s, c)) in (0..n).zip(self.log.segs.as_slice().iter().zip(live.as_slice())) {
-            if s.live != *c {
-                return Ok(Some((i, s.live, *c)));
+        for i in 0..n {
+            let c = live.as_slice().get(i as usize).copied().unwrap_or(0);
+            let (state, table) = match self.log.segs.as_slice().get(i as usize) {
+                Some(s) => (s.state, s.live),
+                None => break,
+            };
+            let free = c != 0 && state == segstate::FREE;
+            if table == c && !free {
+                continue;
             }
-            if *c != 0 && s.state == segstate::FREE {
-                return Ok(Some((i, u32::MAX, *c)));
+            each(i, if free { u32::MAX } else { table }, c);
+            if !fix {
+                continue;
+            }
+            let seq = if free {
+                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+                let r = self.log.read_seghdr(i, &mut tmp);
+                self.buf = tmp;
+                r.ok().flatten().map(|h| h.0)
+            } else {
+                None
+            };
+            let si = self.log.seg_mut(i)?;
+            si.live = c;
+            if free {
+                si.state = segstate::FULL;
+                if let Some(s) = seq {
+                    si.seq = s;
+                }
             }
         }
-        Ok(None)
+        Ok(())
     }
 }

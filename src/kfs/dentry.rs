@@ -5,7 +5,7 @@
 use kernel::bindings;
 use kernel::types::Opaque;
 
-use crate::kfs::Inode;
+use crate::kfs::{Inode, InodeRef};
 use crate::shim;
 
 /// A dentry handed to a VFS callback.
@@ -49,5 +49,22 @@ impl Dentry {
         }
         // SAFETY: a positive dentry holds a reference to its ferrofs inode while it is live.
         Some(unsafe { Inode::from_raw(i) })
+    }
+
+    /// `d_splice_alias` of this negative dentry (from `lookup`) with `inode` (whose reference
+    /// it takes), or with none: a negative entry. Returns what `lookup` hands back to the VFS
+    /// (null, another dentry, or an error pointer).
+    pub(crate) fn splice_alias(&self, inode: Option<InodeRef>) -> *mut bindings::dentry {
+        let i = inode.map_or(core::ptr::null_mut(), InodeRef::into_raw);
+        // SAFETY: the dentry is live (type invariant); `i` is null or a referenced inode, whose
+        // reference `d_splice_alias` consumes.
+        unsafe { bindings::d_splice_alias(i, self.as_ptr()) }
+    }
+
+    /// `d_instantiate`: make this negative dentry (of a create or link) point at `inode`,
+    /// whose reference it takes.
+    pub(crate) fn instantiate(&self, inode: InodeRef) {
+        // SAFETY: the dentry is live (type invariant); the reference passes to it.
+        unsafe { bindings::d_instantiate(self.as_ptr(), inode.into_raw()) }
     }
 }

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `LockedFolio`: a folio this code holds locked, unlocked (and, if it owns the reference, put)
-//! when the wrapper is dropped, so that no error path can leak a lock or a reference.
+//! Folios: `LockedFolio`, a folio this code holds locked, unlocked (and, if it owns the
+//! reference, put) when the wrapper is dropped, so that no error path can leak a lock or a
+//! reference; `Folio`, a folio the VM holds locked for a callback; and the two ways the page
+//! cache hands out folios, `Readahead` and `Writeback` (`writeback_iter`).
 
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use kernel::bindings;
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
 
+use crate::kfs::Inode;
 use crate::shim;
 
 /// A locked folio of a ferrofs regular file.
@@ -67,11 +72,6 @@ impl LockedFolio {
         unsafe { shim::ferrofs_folio_size(self.raw()) }
     }
 
-    /// The inode owning the folio's mapping.
-    pub(crate) fn inode_ptr(&self) -> *mut bindings::inode {
-        // SAFETY: a locked folio is attached to its mapping (type invariant), whose host is live.
-        unsafe { shim::ferrofs_folio_inode(self.raw()) }
-    }
 
     pub(crate) fn is_uptodate(&self) -> bool {
         // SAFETY: the folio is referenced (type invariant).
@@ -94,7 +94,7 @@ impl LockedFolio {
         f(buf)
     }
 
-    /// Lock a folio the caller holds a reference to (`page_mkwrite`: the fault's folio).
+    /// Lock a folio the caller holds a reference to (`VmFault::lock_folio`: the fault's folio).
     ///
     /// # Safety
     ///
@@ -184,11 +184,12 @@ impl LockedFolio {
         unsafe { core::slice::from_raw_parts(shim::ferrofs_folio_address(self.raw()).cast::<u8>(), len) }
     }
 
-    /// `folio_redirty_for_writepage`: keep a folio dirty that writeback could not store.
-    pub(crate) fn redirty(&self, wbc: *mut bindings::writeback_control) {
+    /// `folio_redirty_for_writepage`: keep a folio dirty that the writeback `wb` handed out
+    /// but could not store.
+    pub(crate) fn redirty(&self, wb: &Writeback<'_>) {
         // SAFETY: the folio is locked by us (type invariant); `wbc` is the writeback control of
         // the `writepages` call that handed it out.
-        unsafe { bindings::folio_redirty_for_writepage(wbc, self.raw()) };
+        unsafe { bindings::folio_redirty_for_writepage(wb.wbc, self.raw()) };
     }
 
     /// `folio_start_writeback`; end it with `unlock_end_writeback`.
@@ -229,13 +230,12 @@ impl Drop for LockedFolio {
     }
 }
 
-/// Remove the budget mark of a folio the caller has locked (or that the VM hands to
-/// `invalidate_folio`/`release_folio` locked); returns whether there was one.
+/// Remove the budget mark of a locked folio; returns whether there was one.
 ///
 /// # Safety
 ///
-/// `folio` is a locked folio.
-pub(crate) unsafe fn clear_budget_mark(folio: *mut bindings::folio) -> bool {
+/// `folio` is a folio locked by the caller.
+unsafe fn clear_budget_mark(folio: *mut bindings::folio) -> bool {
     // SAFETY: per the contract.
     unsafe {
         if shim::ferrofs_folio_test_private(folio) {
@@ -245,4 +245,157 @@ pub(crate) unsafe fn clear_budget_mark(folio: *mut bindings::folio) -> bool {
             false
         }
     }
+}
+
+/// A folio of a ferrofs mapping that the VM holds locked for a callback (`invalidate_folio`,
+/// `release_folio`).
+///
+/// # Invariants
+///
+/// Locked (by the caller of the callback) and referenced, attached to a ferrofs mapping, for
+/// the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct Folio(Opaque<bindings::folio>);
+
+impl Folio {
+    /// # Safety
+    ///
+    /// `p` is a locked folio of a ferrofs mapping that stays locked and attached for `'a`.
+    pub(crate) unsafe fn from_locked<'a>(p: *mut bindings::folio) -> &'a Folio {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<Folio>() }
+    }
+
+    fn raw(&self) -> *mut bindings::folio {
+        self.0.get()
+    }
+
+    /// The folio's size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        // SAFETY: the folio is referenced (type invariant).
+        unsafe { shim::ferrofs_folio_size(self.raw()) }
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        // SAFETY: the folio is referenced (type invariant).
+        unsafe { shim::ferrofs_folio_test_dirty(self.raw()) }
+    }
+
+    /// Remove the budget mark; returns whether there was one.
+    pub(crate) fn clear_budgeted(&self) -> bool {
+        // SAFETY: the folio is locked (type invariant).
+        unsafe { clear_budget_mark(self.raw()) }
+    }
+
+    /// The inode owning the folio's mapping.
+    pub(crate) fn inode(&self) -> &Inode {
+        // SAFETY: a locked folio attached to a ferrofs mapping (type invariant): its host is a
+        // live ferrofs inode, which outlives the folio's attachment.
+        unsafe { Inode::from_raw(shim::ferrofs_folio_inode(self.raw())) }
+    }
+}
+
+/// A readahead request: the inode and a batch of locked new folios to fill.
+///
+/// # Invariants
+///
+/// The request is live for the lifetime of the reference, for a ferrofs regular file.
+#[repr(transparent)]
+pub(crate) struct Readahead(Opaque<bindings::readahead_control>);
+
+impl Readahead {
+    /// # Safety
+    ///
+    /// `p` is the request the VM passes to `readahead`, for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::readahead_control) -> &'a Readahead {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<Readahead>() }
+    }
+
+    /// The file's inode.
+    pub(crate) fn inode(&self) -> &Inode {
+        // SAFETY: the request is live (type invariant); its mapping's host is a live ferrofs
+        // inode while it is.
+        unsafe { Inode::from_raw(shim::ferrofs_readahead_inode(self.0.get())) }
+    }
+
+    /// The next folio of the batch (`readahead_folio`), locked and ours to unlock; the page
+    /// cache keeps it referenced until it is unlocked.
+    pub(crate) fn next_folio(&self) -> Option<LockedFolio> {
+        // SAFETY: the request is live (type invariant); each folio it hands out is locked, and
+        // referenced by the page cache until unlocked, so the wrapper's lock and borrow hold.
+        unsafe { LockedFolio::from_locked(shim::ferrofs_readahead_folio(self.0.get())) }
+    }
+}
+
+/// The dirty folios of one `writepages` call (`writeback_iter`).
+///
+/// # Invariants
+///
+/// `mapping` and `wbc` are the live arguments of a `writepages` call of a ferrofs file, for
+/// `'a`; `prev` is null or the folio the iterator handed out last.
+pub(crate) struct Writeback<'a> {
+    mapping: *mut bindings::address_space,
+    wbc: *mut bindings::writeback_control,
+    prev: *mut bindings::folio,
+    /// The iterator's error slot (`writeback_iter`'s `error`).
+    pub(crate) err: c_int,
+    _args: core::marker::PhantomData<&'a ()>,
+}
+
+impl<'a> Writeback<'a> {
+    /// # Safety
+    ///
+    /// `mapping` and `wbc` are the arguments of a `writepages` call of a ferrofs file, for `'a`.
+    pub(crate) unsafe fn new(mapping: *mut bindings::address_space, wbc: *mut bindings::writeback_control) -> Self {
+        Writeback { mapping, wbc, prev: ptr::null_mut(), err: 0, _args: core::marker::PhantomData }
+    }
+
+    /// The file's inode.
+    pub(crate) fn inode(&self) -> &'a Inode {
+        // SAFETY: the mapping of a `writepages` call of a ferrofs file is live for `'a` (type
+        // invariant), and so is its host.
+        unsafe { Inode::from_mapping(self.mapping) }
+    }
+
+    /// The next dirty folio, locked and with its dirty bit cleared, ours to unlock (and put: the
+    /// wrapper takes its own reference, as the iterator's lasts only while its batch does).
+    pub(crate) fn next_folio(&mut self) -> Option<LockedFolio> {
+        // SAFETY: the arguments are live (type invariant); `prev` is null or the folio handed
+        // out last (whose lock the iterator does not touch).
+        self.prev = unsafe { bindings::writeback_iter(self.mapping, self.wbc, self.prev, &mut self.err) };
+        // SAFETY: a locked folio, ours to unlock, referenced by the iterator's batch until the
+        // next call, which `take_ref` outlasts.
+        let mut f = unsafe { LockedFolio::from_locked(self.prev) }?;
+        f.take_ref();
+        Some(f)
+    }
+}
+
+impl Inode {
+    /// The inode owning a locked folio's mapping.
+    ///
+    /// # Safety
+    ///
+    /// `folio` is a folio of a ferrofs mapping, locked (so attached) for `'a`.
+    pub(crate) unsafe fn from_locked_folio<'a>(folio: *mut bindings::folio) -> &'a Inode {
+        // SAFETY: per the contract, the host of the folio's mapping is a live ferrofs inode.
+        unsafe { Inode::from_raw(shim::ferrofs_folio_inode(folio)) }
+    }
+}
+
+/// `address_space_operations::migrate_folio`: the page cache's own (`filemap_migrate_folio`,
+/// which moves the budget mark with the folio).
+///
+/// # Safety
+///
+/// Called by the VM only, per its `migrate_folio` contract.
+pub(crate) unsafe extern "C" fn migrate_folio(
+    mapping: *mut bindings::address_space,
+    dst: *mut bindings::folio,
+    src: *mut bindings::folio,
+    mode: bindings::migrate_mode,
+) -> c_int {
+    // SAFETY: the VM's migrate_folio contract, passed on unchanged.
+    unsafe { shim::ferrofs_migrate_folio(mapping, dst, src, mode) }
 }

@@ -1,16 +1,187 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `Inode`: a borrowed ferrofs VFS inode, with accessors for what the callbacks read and write.
+//! Inodes: `FerroInode` (our inode container, from our own slab cache) and its cache, `Inode`
+//! (a borrowed ferrofs VFS inode, with accessors for what the callbacks read and write),
+//! `InodeRef` (an owned reference, `iput` on drop), `NewInode` (an `I_NEW` inode from `iget`,
+//! failed on drop unless unlocked), `EvictingInode`, and the arguments of inode operations
+//! (`Idmap`, `Iattr`, `DelayedCall`).
+
+use core::ops::Deref;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::bindings;
+use kernel::error::to_result;
+use kernel::ffi::{c_char, c_int, c_ulong, c_void};
+use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::engine::format::{Inode as EInode, Timespec};
 use crate::engine::SetAttr;
-use crate::kfs::SuperBlock;
+use crate::kfs::{Dentry, LockedFolio, SuperBlock, Table};
 use crate::shim;
 use crate::super_::SbInfo;
-use crate::inode::FerroInode;
+
+/// A ferrofs in-memory inode: the VFS inode, allocated from our own slab cache so that
+/// `rmmod` can prove that no inode leaked (the cache must be empty to be destroyed).
+#[repr(C)]
+pub(crate) struct FerroInode {
+    vfs: Opaque<bindings::inode>,
+    /// The engine's inode number, set by `ino_set` before the inode is hashed (0 until then).
+    ino: u64,
+    /// The inode holds a write-back budget of one inode record (`BUDGET_PER_INODE`): charged
+    /// by the first folio dirtied, used by the next `write_blocks` call (src/data.rs).
+    pub(crate) ino_budget: AtomicBool,
+}
+
+/// The inode slab cache, or null while the module holds none.
+static INODE_CACHE: AtomicPtr<bindings::kmem_cache> = AtomicPtr::new(ptr::null_mut());
+
+/// The `ferrofs_inode` slab cache, destroyed on drop.
+///
+/// # Invariants
+///
+/// One value at a time, made at module init and dropped at module exit, when no ferrofs inode
+/// can be allocated any more (no superblock remains).
+pub(crate) struct InodeCache(());
+
+impl InodeCache {
+    /// # Safety
+    ///
+    /// At most one value exists at a time, and it is dropped only when no ferrofs superblock
+    /// remains (at module exit).
+    pub(crate) unsafe fn create() -> Result<Self> {
+        // SAFETY: the constructor matches the object size given.
+        let cache = unsafe { shim::ferrofs_inode_cache_create(core::mem::size_of::<FerroInode>() as u32, inode_ctor) };
+        if cache.is_null() {
+            return Err(ENOMEM);
+        }
+        INODE_CACHE.store(cache, Ordering::Release);
+        Ok(InodeCache(()))
+    }
+}
+
+impl Drop for InodeCache {
+    fn drop(&mut self) {
+        // SAFETY: no ferrofs superblock or inode can exist any more (type invariant);
+        // `rcu_barrier` waits for the RCU-delayed `free_inode` calls before the cache goes
+        // away. A leaked inode makes `kmem_cache_destroy` report the cache as still in use.
+        unsafe {
+            bindings::rcu_barrier();
+            bindings::kmem_cache_destroy(INODE_CACHE.swap(ptr::null_mut(), Ordering::AcqRel));
+        }
+    }
+}
+
+/// Slab constructor: called once per object when its slab page is set up.
+///
+/// # Safety
+///
+/// `p` is an object of the inode cache.
+unsafe extern "C" fn inode_ctor(p: *mut c_void) {
+    // SAFETY: the slab allocator passes an object of our cache, `FerroInode`-sized.
+    unsafe { bindings::inode_init_once(Opaque::raw_get(ptr::addr_of!((*(p as *mut FerroInode)).vfs))) };
+}
+
+/// `super_operations::alloc_inode`.
+///
+/// # Safety
+///
+/// Called by the VFS for a live ferrofs superblock.
+pub(crate) unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *mut bindings::inode {
+    // SAFETY: the cache exists while the module is loaded, and `sb` is being used by the VFS.
+    let p = unsafe { shim::ferrofs_alloc_inode_sb(sb, INODE_CACHE.load(Ordering::Acquire)) } as *mut FerroInode;
+    if p.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `p` is a constructed object of our cache, not yet visible to anyone.
+    unsafe {
+        ptr::addr_of_mut!((*p).ino).write(0);
+        ptr::addr_of_mut!((*p).ino_budget).write(AtomicBool::new(false));
+        Opaque::raw_get(ptr::addr_of!((*p).vfs))
+    }
+}
+
+/// `super_operations::free_inode`.
+///
+/// # Safety
+///
+/// Called by the VFS (after an RCU grace period) for an inode from `alloc_inode`.
+pub(crate) unsafe extern "C" fn free_inode(inode: *mut bindings::inode) {
+    // SAFETY: `inode` came from `alloc_inode`: it is the first field of a `FerroInode`
+    // (`repr(C)`), so the pointers coincide.
+    unsafe { bindings::kmem_cache_free(INODE_CACHE.load(Ordering::Acquire), inode.cast()) };
+}
+
+/// The engine inode number of a ferrofs inode.
+///
+/// # Safety
+///
+/// `inode` is a live inode allocated by `alloc_inode` (the first field of a `FerroInode`).
+unsafe fn ferro_ino(inode: *mut bindings::inode) -> u64 {
+    // SAFETY: per the contract; `FerroInode` is `repr(C)` with the VFS inode first, so the
+    // pointers coincide. `ino` is written once, by `ino_set`, before the inode is visible.
+    unsafe { (*inode.cast::<FerroInode>()).ino }
+}
+
+/// `iget5_locked`'s test: whether a hashed inode of our superblock is engine inode `*data`.
+///
+/// # Safety
+///
+/// `inode` is an inode of a ferrofs superblock, `data` the `u64` key `iget` passed.
+unsafe extern "C" fn ino_test(inode: *mut bindings::inode, data: *mut c_void) -> c_int {
+    // SAFETY: per the contract (every inode of our superblocks is a `FerroInode`).
+    unsafe { c_int::from(ferro_ino(inode) == *data.cast::<u64>()) }
+}
+
+/// `iget5_locked`'s set: a new inode (not yet visible) becomes engine inode `*data`.
+///
+/// # Safety
+///
+/// `inode` is our freshly allocated `FerroInode`, not yet visible (the VFS calls this under
+/// `inode_hash_lock`), `data` the `u64` key `iget` passed.
+unsafe extern "C" fn ino_set(inode: *mut bindings::inode, data: *mut c_void) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        let ino = *data.cast::<u64>();
+        (*inode.cast::<FerroInode>()).ino = ino;
+        (*inode).i_ino = ino as c_ulong;
+    }
+    0
+}
+
+/// A device number in the form ferrofs stores (`new_encode_dev`).
+pub(crate) fn new_encode_dev(dev: bindings::dev_t) -> u32 {
+    // SAFETY: a pure computation.
+    unsafe { shim::ferrofs_new_encode_dev(dev) }
+}
+
+/// What `iget` found.
+pub(crate) enum Iget {
+    /// An inode already in the cache, set up.
+    Cached(InodeRef),
+    /// A new inode to fill in, then `unlock`.
+    New(NewInode),
+}
+
+/// Get the VFS inode of engine inode `ino` from the inode cache, or a new one to fill in. The
+/// cache is keyed on the engine's full 64-bit number (kept in `FerroInode`), not on `i_ino`,
+/// an `unsigned long` that truncates it on 32-bit kernels; the hash may truncate.
+pub(crate) fn iget(sb: &SuperBlock, ino: u64) -> Result<Iget> {
+    let mut key = ino;
+    // SAFETY: `sb` is a mounted superblock (type invariant); `key` outlives the call, in which
+    // `ino_test`/`ino_set` read it.
+    let p = unsafe { bindings::iget5_locked(sb.as_ptr(), ino as c_ulong, Some(ino_test), Some(ino_set), ptr::addr_of_mut!(key).cast()) };
+    let p = NonNull::new(p).ok_or(ENOMEM)?;
+    // SAFETY: `iget5_locked` returned a referenced inode of `sb`, whose reference passes to the
+    // wrapper; `I_NEW` is stable until `unlock_new_inode`, which only the new inode's owner (us)
+    // calls.
+    Ok(if unsafe { (*p.as_ptr()).i_state } & bindings::I_NEW == 0 {
+        Iget::Cached(InodeRef(p))
+    } else {
+        Iget::New(NewInode(p))
+    })
+}
 
 /// A live ferrofs inode.
 ///
@@ -34,6 +205,17 @@ impl Inode {
         unsafe { &*p.cast::<Inode>() }
     }
 
+    /// The host inode of a ferrofs file's mapping.
+    ///
+    /// # Safety
+    ///
+    /// `m` is the mapping of a live ferrofs inode (as the VFS passes to the address space
+    /// operations), live for `'a`.
+    pub(crate) unsafe fn from_mapping<'a>(m: *mut bindings::address_space) -> &'a Inode {
+        // SAFETY: per the contract, `host` is the live ferrofs inode owning the mapping.
+        unsafe { Inode::from_raw((*m).host) }
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut bindings::inode {
         self.0.get()
     }
@@ -42,7 +224,7 @@ impl Inode {
     /// `i_ino` holds it truncated to `unsigned long`).
     pub(crate) fn ino(&self) -> u64 {
         // SAFETY: a live ferrofs inode (type invariant) comes from `alloc_inode`.
-        unsafe { crate::inode::ferro_ino(self.as_ptr()) }
+        unsafe { ferro_ino(self.as_ptr()) }
     }
 
     /// `i_size_read`.
@@ -121,6 +303,89 @@ impl Inode {
     pub(crate) fn state(&self) -> u32 {
         // SAFETY: the inode is live (type invariant).
         unsafe { (*self.as_ptr()).i_state }
+    }
+
+    /// A new reference to the inode (`ihold`).
+    pub(crate) fn ihold(&self) -> InodeRef {
+        // SAFETY: the inode is live (type invariant), so it may be referenced once more; the
+        // new reference passes to the result.
+        unsafe { bindings::ihold(self.as_ptr()) };
+        InodeRef(NonNull::from(&self.0).cast())
+    }
+
+    /// Whether the inode is marked bad (`is_bad_inode`).
+    pub(crate) fn is_bad(&self) -> bool {
+        // SAFETY: the inode is live (type invariant).
+        unsafe { bindings::is_bad_inode(self.as_ptr()) }
+    }
+
+    /// `mark_inode_dirty`.
+    pub(crate) fn mark_dirty(&self) {
+        // SAFETY: the inode is live (type invariant).
+        unsafe { shim::ferrofs_mark_inode_dirty(self.as_ptr()) }
+    }
+
+    /// `sync_inode_metadata(inode, wait)`: write the inode through `write_inode` and wait.
+    pub(crate) fn sync_metadata(&self) -> Result {
+        // SAFETY: the inode is live (type invariant).
+        to_result(unsafe { bindings::sync_inode_metadata(self.as_ptr(), 1) })
+    }
+
+    /// `pagecache_isize_extended`: after `i_size` grew from `from` to `to`, write-protect the
+    /// old EOF folio's mapping so a store there faults (and is budgeted). The caller holds the
+    /// inode lock and no folio lock.
+    pub(crate) fn pagecache_isize_extended(&self, from: i64, to: i64) {
+        // SAFETY: the inode is live (type invariant); the caller's locks are as required.
+        unsafe { bindings::pagecache_isize_extended(self.as_ptr(), from, to) }
+    }
+
+    /// `truncate_pagecache(inode, from)`: drop the cache past `from`, zeroing the partial folio
+    /// at `from`. The caller holds the inode lock.
+    pub(crate) fn truncate_pagecache(&self, from: i64) {
+        // SAFETY: the inode is live (type invariant); the caller holds its lock.
+        unsafe { bindings::truncate_pagecache(self.as_ptr(), from) }
+    }
+
+    /// `truncate_setsize`: set `i_size` and drop the cache past it. The caller holds the inode
+    /// lock.
+    pub(crate) fn truncate_setsize(&self, size: i64) {
+        // SAFETY: the inode is live (type invariant); the caller holds its lock.
+        unsafe { bindings::truncate_setsize(self.as_ptr(), size) }
+    }
+
+    /// Take the mapping's invalidate lock (exclusive), released when the guard is dropped.
+    pub(crate) fn invalidate_lock(&self) -> InvalidateLock<'_> {
+        // SAFETY: the mapping of a live inode (type invariant); the guard unlocks it.
+        unsafe { shim::ferrofs_filemap_invalidate_lock(self.mapping()) };
+        InvalidateLock(self)
+    }
+
+    /// `inode_init_owner`: the VFS's ownership rules for a new inode in `dir` (setgid
+    /// directories, idmapped mounts). Only on an inode not yet visible through a dentry, with
+    /// `dir` locked.
+    pub(crate) fn init_owner(&self, idmap: &Idmap, dir: &Inode, mode: u32) {
+        // SAFETY: both inodes are live (type invariant); the caller's conditions are as the
+        // VFS requires.
+        unsafe { bindings::inode_init_owner(idmap.as_ptr(), self.as_ptr(), dir.as_ptr(), mode as bindings::umode_t) }
+    }
+
+    /// The locked folio at `pos` for `write_begin` (`__filemap_get_folio` with
+    /// `FGP_WRITEBEGIN`: created if missing).
+    pub(crate) fn write_begin_folio(&self, pos: i64) -> Result<LockedFolio> {
+        // SAFETY: the mapping of a live inode (type invariant).
+        let raw = unsafe { shim::ferrofs_write_begin_folio(self.mapping(), pos) };
+        let raw = kernel::error::from_err_ptr(raw)?;
+        // SAFETY: a locked, referenced folio of the mapping (or null), both passing to us.
+        unsafe { LockedFolio::from_locked_owned(raw) }.ok_or(ENOMEM)
+    }
+
+    /// The cached folio at `pos`, locked (`filemap_lock_folio`), if there is one.
+    pub(crate) fn lock_cached_folio(&self, pos: i64) -> Option<LockedFolio> {
+        // SAFETY: the mapping of a live inode (type invariant).
+        let raw = unsafe { shim::ferrofs_filemap_lock_folio(self.mapping(), pos) };
+        let raw = kernel::error::from_err_ptr(raw).ok()?;
+        // SAFETY: a locked, referenced folio (or null), both passing to us.
+        unsafe { LockedFolio::from_locked_owned(raw) }
     }
 
     /// The ferrofs part of the inode.
@@ -254,14 +519,251 @@ impl Inode {
     }
 }
 
-impl Inode {
-    /// The inode of an open ferrofs file.
-    ///
+
+/// The mapping's invalidate lock, held exclusively (`filemap_invalidate_lock`).
+pub(crate) struct InvalidateLock<'a>(&'a Inode);
+
+impl Drop for InvalidateLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: releases the lock `invalidate_lock` took.
+        unsafe { shim::ferrofs_filemap_invalidate_unlock(self.0.mapping()) }
+    }
+}
+
+/// An owned reference to a ferrofs inode, dropped with `iput`.
+///
+/// # Invariants
+///
+/// The pointer is a live ferrofs inode of a mounted superblock, and the value owns one of its
+/// references.
+pub(crate) struct InodeRef(NonNull<bindings::inode>);
+
+impl InodeRef {
+    /// Hand the reference to the caller (`d_instantiate`, `d_splice_alias`, `d_make_root`).
+    pub(crate) fn into_raw(self) -> *mut bindings::inode {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        p
+    }
+}
+
+impl Deref for InodeRef {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: the inode is live while we hold a reference (type invariant).
+        unsafe { Inode::from_raw(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for InodeRef {
+    fn drop(&mut self) {
+        // SAFETY: drops the reference we own (type invariant). `iput` may evict the inode, so
+        // it is never called under the engine lock (callers drop the lock first).
+        unsafe { bindings::iput(self.0.as_ptr()) }
+    }
+}
+
+/// A new inode from `iget`, locked (`I_NEW`) and invisible to others until `unlock`;
+/// dropping it instead fails it (`iget_failed`: marked bad, unlocked, put).
+///
+/// # Invariants
+///
+/// The pointer is a referenced, `I_NEW` ferrofs inode of a mounted superblock that this value
+/// owns (its reference and the right to set it up).
+pub(crate) struct NewInode(NonNull<bindings::inode>);
+
+impl NewInode {
+    fn as_ptr(&self) -> *mut bindings::inode {
+        self.0.as_ptr()
+    }
+
+    /// Set the inode's operations and, for a regular file, its address space operations (with
+    /// the mapping's allocations made `GFP_NOFS`).
+    pub(crate) fn set_ops(
+        &self,
+        iops: &'static Table<bindings::inode_operations>,
+        fops: Option<&'static Table<bindings::file_operations>>,
+        aops: Option<&'static Table<bindings::address_space_operations>>,
+    ) {
+        let p = self.as_ptr();
+        // SAFETY: the inode is new and ours to set up (type invariant); the tables are static.
+        unsafe {
+            (*p).i_op = &iops.0;
+            if let Some(f) = fops {
+                (*p).__bindgen_anon_3.i_fop = &f.0;
+            }
+            if let Some(a) = aops {
+                (*(*p).i_mapping).a_ops = &a.0;
+                shim::ferrofs_mapping_set_gfp_nofs((*p).i_mapping);
+            }
+        }
+    }
+
+    /// `inode_nohighmem` (symlinks: `page_get_link` needs a directly mapped page).
+    pub(crate) fn set_nohighmem(&self) {
+        // SAFETY: the inode is new and ours to set up (type invariant).
+        unsafe { bindings::inode_nohighmem(self.as_ptr()) }
+    }
+
+    /// `init_special_inode` for a device, FIFO or socket (`rdev` in `new_encode_dev` form).
+    pub(crate) fn init_special(&self, mode: u32, rdev: u32) {
+        // SAFETY: the inode is new and ours to set up (type invariant); decoding has no
+        // preconditions.
+        unsafe { bindings::init_special_inode(self.as_ptr(), mode as bindings::umode_t, shim::ferrofs_new_decode_dev(rdev)) }
+    }
+
+    /// `unlock_new_inode`: the inode is set up and visible; the reference passes on.
+    pub(crate) fn unlock(self) -> InodeRef {
+        let p = self.0;
+        core::mem::forget(self);
+        // SAFETY: the inode is new and ours (type invariant); unlocked once (self consumed).
+        unsafe { bindings::unlock_new_inode(p.as_ptr()) };
+        InodeRef(p)
+    }
+}
+
+impl Deref for NewInode {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: a referenced ferrofs inode of a mounted superblock (type invariant); attribute
+        // writes are serialised by `I_NEW` (only we see it).
+        unsafe { Inode::from_raw(self.as_ptr()) }
+    }
+}
+
+impl Drop for NewInode {
+    fn drop(&mut self) {
+        // SAFETY: the inode is new and ours (type invariant): `iget_failed` marks it bad,
+        // unlocks it and drops our reference.
+        unsafe { bindings::iget_failed(self.as_ptr()) }
+    }
+}
+
+/// An inode handed to `evict_inode`.
+///
+/// # Invariants
+///
+/// The inode is being evicted (no other user), a ferrofs inode of a mounted superblock, live
+/// for `'a`. Not `Copy`: `clear` runs once.
+pub(crate) struct EvictingInode<'a>(&'a Inode);
+
+impl<'a> EvictingInode<'a> {
     /// # Safety
     ///
-    /// `file` is an open file of a mounted ferrofs; the result is used only while it stays open.
-    pub(crate) unsafe fn from_file<'a>(file: *const bindings::file) -> &'a Inode {
-        // SAFETY: an open file holds a reference to its inode (through its dentry).
-        unsafe { Inode::from_raw(shim::ferrofs_file_inode(file)) }
+    /// `p` is the inode the VFS passes to `evict_inode`, live for `'a`.
+    pub(crate) unsafe fn from_raw(p: *mut bindings::inode) -> Self {
+        // SAFETY: per the contract, a live ferrofs inode of a mounted superblock (inodes are
+        // evicted before `put_super`).
+        EvictingInode(unsafe { Inode::from_raw(p) })
+    }
+
+    /// Drop the page cache (`truncate_inode_pages_final`) and `clear_inode`; what is left is
+    /// the inode's identity (number, link count, superblock) for the caller to act on.
+    pub(crate) fn clear(self) -> &'a Inode {
+        let p = self.0.as_ptr();
+        // SAFETY: the inode is being evicted and ours (type invariant), as both require.
+        unsafe {
+            bindings::truncate_inode_pages_final(ptr::addr_of_mut!((*p).i_data));
+            bindings::clear_inode(p);
+        }
+        self.0
+    }
+}
+
+/// The idmap of the mount an operation came through.
+///
+/// # Invariants
+///
+/// Live for the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct Idmap(Opaque<bindings::mnt_idmap>);
+
+impl Idmap {
+    /// # Safety
+    ///
+    /// `p` is the idmap the VFS passes to an inode operation, live for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::mnt_idmap) -> &'a Idmap {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<Idmap>() }
+    }
+
+    fn as_ptr(&self) -> *mut bindings::mnt_idmap {
+        self.0.get()
+    }
+}
+
+/// The attribute change of a `setattr`.
+///
+/// # Invariants
+///
+/// Live and not changed by others for the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct Iattr(Opaque<bindings::iattr>);
+
+impl Iattr {
+    /// # Safety
+    ///
+    /// `p` is the `iattr` the VFS passes to `setattr`, live for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::iattr) -> &'a Iattr {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<Iattr>() }
+    }
+
+    fn as_ptr(&self) -> *mut bindings::iattr {
+        self.0.get()
+    }
+
+    /// `ia_valid`: which attributes change (`ATTR_*`).
+    pub(crate) fn valid(&self) -> u32 {
+        // SAFETY: live (type invariant).
+        unsafe { (*self.as_ptr()).ia_valid }
+    }
+
+    /// `ia_size`: the new size, with `ATTR_SIZE`.
+    pub(crate) fn size(&self) -> i64 {
+        // SAFETY: live (type invariant).
+        unsafe { (*self.as_ptr()).ia_size }
+    }
+
+    /// `setattr_prepare`: the VFS's permission and limit checks for this change of `dentry`.
+    pub(crate) fn prepare(&self, idmap: &Idmap, dentry: &Dentry) -> Result {
+        // SAFETY: all three are live (type invariants).
+        to_result(unsafe { bindings::setattr_prepare(idmap.as_ptr(), dentry.as_ptr(), self.as_ptr()) })
+    }
+
+    /// `setattr_copy`: apply the change (all but the size) to `inode`, whose lock the caller
+    /// holds, after `prepare` accepted it.
+    pub(crate) fn copy_to(&self, idmap: &Idmap, inode: &Inode) {
+        // SAFETY: all three are live (type invariants); the caller holds the inode lock.
+        unsafe { bindings::setattr_copy(idmap.as_ptr(), inode.as_ptr(), self.as_ptr()) }
+    }
+}
+
+/// The delayed call of a `get_link` (what frees the link target once the VFS is done).
+///
+/// # Invariants
+///
+/// Live for the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct DelayedCall(Opaque<bindings::delayed_call>);
+
+impl DelayedCall {
+    /// # Safety
+    ///
+    /// `p` is the delayed call the VFS passes to `get_link`, live for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::delayed_call) -> &'a DelayedCall {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<DelayedCall>() }
+    }
+
+    /// Hand `target` (a NUL-terminated string) to the VFS, which frees it with `kfree` through
+    /// this delayed call (`kfree_link`; a `KVec` is kmalloc'ed). Returns the string for
+    /// `get_link` to return.
+    pub(crate) fn kfree_link(&self, target: KVec<u8>) -> *const c_char {
+        let (p, _len, _cap) = target.into_raw_parts();
+        // SAFETY: the delayed call is live (type invariant); it takes over `p` and frees it
+        // with `kfree` once the VFS is done with the target string.
+        unsafe { shim::ferrofs_set_delayed_call_kfree(self.0.get(), p.cast()) };
+        p.cast()
     }
 }

@@ -69,7 +69,7 @@ RUNLOGS="$(mktemp -d /tmp/powercut-logs.XXXXXX)"
 KEEP="build/logs/powercut-$FS-$SEED"
 trap 'rm -rf "$RUNLOGS"' EXIT
 
-PROBLEMS='Kernel panic|Oops|BUG:|kernel BUG at|WARNING:|KASAN:|KFENCE:|UBSAN:|general protection fault|possible (recursive|circular) locking|inconsistent lock state|lockdep is turned off|DEBUG_LOCKS_WARN_ON|list_(add|del) corruption|Call Trace:|stack-protector|blocked for more than|soft lockup'
+PROBLEMS="$KERNEL_PROBLEMS"
 
 echo "powercut: $FS, $CUTS cuts, $FERROFS_KFLAVOUR kernel, $WRITEBACK writeback, master seed $SEED (repeat: make powercut CUTS=$CUTS FS=$FS SEED=$SEED WRITEBACK=$WRITEBACK)"
 
@@ -96,7 +96,7 @@ boot() {
     -drive "file=$FLASH,if=virtio,format=raw,cache=unsafe" \
     -drive "file=$LOGDISK,if=virtio,format=raw,cache=unsafe" \
     -display none -serial stdio \
-    -append "console=ttyS0 panic=-1 oops=panic printk.devkmsg=on no_timer_check pci=noacpi rcupdate.rcu_cpu_stall_timeout=120 ferrofs.run=powercut ferrofs.args=$args" \
+    -append "$GUEST_CMDLINE ferrofs.run=powercut ferrofs.args=$args" \
     </dev/null >"$log" 2>&1 &
   local qpid=$! t0 seen=0 t_seen=0 now limit
   t0=$(date +%s%N)

@@ -59,6 +59,7 @@ pub fn exercise(mut e: Engine<Pl, D>, b: &mut [u8], n: &[u8], t: Timespec) -> u6
     let _ = e.gc_step(true);
     let _ = e.check();
     let _ = e.fsck();
+    let _ = e.repair(RepairLevel::All, t, &mut |x, _| matches!(x, Repair::Reconnect(_)));
     r += e.statfs().blocks + e.stats().erases;
     let _ = e.sync();
     let _ = e.unmount();

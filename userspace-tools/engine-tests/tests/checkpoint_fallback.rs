@@ -137,3 +137,142 @@ fn run(segment_size: u32, segments: u32) {
     eprintln!("checkpoint fallback ({segments} segments): {} metadata pages damaged one at a time, {fell_back} fallbacks", pages.len());
     assert!(fell_back >= 3);
 }
+
+/// A checkpoint area lost without a trace (wiped to the erased state): the mount takes the
+/// other area's older checkpoint, whose next sequence number lies below the numbers of the
+/// lost log still on the medium (segments free in the older table, not erased yet). Mounted
+/// from the same table again, the engine allocates the same segments in the same order, so the
+/// heads' reserved successors hold stale segment headers naming the new heads' segments as
+/// their predecessors. The log written from then on must never chain into them at the next
+/// mount: no damage reported, nothing of the lost log resurrected, the new files intact.
+#[test]
+fn a_lost_checkpoint_area_never_chains_into_the_stale_log() {
+    let (mut wrong, mut runs) = (0, 0);
+    for variant in 0..6u64 {
+        runs += 1;
+        let f = RamFlash::new_nand(16 * 1024, 96, 512);
+        let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        // area A holds the format's checkpoint; every later one goes to area B (fewer than
+        // its slots are written)
+        let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+        let mut places = Vec::new();
+        fs.checkpoint_metadata(&mut |s, o, l| places.push((s, o, l))).unwrap();
+        let area_b = area_of(&fs.flash().clone(), places[0].0);
+        let mut rng = Rng::new(variant + 1);
+        for round in 0..(3 + variant * 2) {
+            for i in 0..10 {
+                let x = fs.create(ROOT_INO, format!("h{round}-{i}").as_bytes(), &reg(), ts(1)).unwrap();
+                let mut d = vec![0u8; 200 + rng.below(5000) as usize];
+                rng.fill(&mut d);
+                fs.write(x.ino, 0, &d, ts(1)).unwrap();
+                fs.fsync(x.ino).unwrap();
+            }
+            fs.sync().unwrap();
+        }
+        let mut f = fs.into_flash();
+        for &s in &area_b {
+            for off in 0..16 * 1024 {
+                if f.is_programmed(s, off) {
+                    let b = f.raw()[s as usize * 16 * 1024 + off as usize];
+                    f.flip(s, off, b ^ 0xFF);
+                }
+            }
+        }
+        // the mount takes the format's checkpoint; write, fsync, unmount (or crash), mount again
+        let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+        let before = read_state(&mut fs);
+        let x = fs.create(ROOT_INO, b"after-the-loss", &reg(), ts(3)).unwrap();
+        fs.write(x.ino, 0, &[0xa5; 2_000], ts(3)).unwrap();
+        fs.fsync(x.ino).unwrap();
+        let mut want = before.clone();
+        want.insert("after-the-loss".into(), vec![0xa5; 2_000]);
+        for (name, crash) in [("unmount", false), ("crash", true)] {
+            let f = if crash { fs.into_flash() } else { fs.unmount().map_err(|e| e.0).unwrap() };
+            fs = match Fs::mount(f, opts()) {
+                Ok(fs) => fs,
+                Err((e, f)) => {
+                    eprintln!("variant {variant} after {name}: mount failed: {e:?}");
+                    wrong += 1;
+                    fs = Fs::mount(f, MountOptions { read_only: true, ..opts() }).map_err(|e| e.0).unwrap_or_else(|e| panic!("{e:?}"));
+                    break;
+                }
+            };
+            // (records dropped after a gap: the replay read stale segments of the lost log)
+            let bad = fs.log_damage().is_some()
+                || fs.dropped_records() != 0
+                || fs.fsck().map(|r| r.problems).unwrap_or(1) != 0
+                || read_state(&mut fs) != want;
+            if bad {
+                eprintln!(
+                    "variant {variant} after {name}: damage {:?}, dropped {}, fsck {:?}",
+                    fs.log_damage(),
+                    fs.dropped_records(),
+                    fs.fsck()
+                );
+                wrong += 1;
+                break;
+            }
+        }
+    }
+    eprintln!("lost checkpoint area: {runs} variants, {wrong} chained into the stale log");
+    assert_eq!(wrong, 0);
+}
+
+/// The segments of the checkpoint area holding segment `seg`.
+fn area_of(f: &RamFlash, seg: u32) -> Vec<u32> {
+    let mut dev = f.clone();
+    let sb = {
+        let mut b = vec![0u8; ferrofs_engine::format::SB_FULL_SIZE];
+        ferrofs_engine::Flash::read(&mut dev, 0, 0, &mut b).unwrap();
+        ferrofs_engine::format::Superblock::decode(&b).unwrap()
+    };
+    let n = sb.cp_area_segs as usize;
+    sb.cp_segs.iter().map(|a| a[..n].to_vec()).find(|a| a.contains(&seg)).expect("a checkpoint-area segment")
+}
+
+/// A checkpoint numbered at the end of the sequence space (forged, CRC fixed up, in the slot
+/// after the newest) is not valid: its numbers would saturate, and no checkpoint written after
+/// it could rank above it (the next mount would load it again and lose what came after). The
+/// mount takes the genuine one, and what is written afterwards survives remounts.
+#[test]
+fn a_checkpoint_at_the_end_of_the_sequence_space_is_not_valid() {
+    let f = RamFlash::new_nand(32 * 1024, 48, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let a = fs.create(ROOT_INO, b"a", &reg(), ts(1)).unwrap();
+    fs.write(a.ino, 0, b"before", ts(1)).unwrap();
+    fs.sync().unwrap();
+    let mut places = Vec::new();
+    fs.checkpoint_metadata(&mut |s, o, l| places.push((s, o, l))).unwrap();
+    let mut f = fs.unmount().map_err(|e| e.0).unwrap();
+    // the unmount's checkpoint is in the slot after `places[0]`; forge the one after that
+    let (seg, off, len) = places[0];
+    let src = (seg as usize * 32 * 1024 + (off + len) as usize, off + 2 * len);
+    let mut blob = f.raw()[src.0..src.0 + len as usize].to_vec();
+    assert_eq!(&blob[..4], &0x5043_4646u32.to_le_bytes(), "the unmount's checkpoint follows");
+    blob[16..24].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+    blob[54..62].copy_from_slice(&u64::MAX.to_le_bytes());
+    let n = u32::from_le_bytes(blob[12..16].try_into().unwrap()) as usize;
+    blob[4..8].fill(0);
+    let c = ferrofs_engine::crc::crc32c(&blob[..n]);
+    blob[4..8].copy_from_slice(&c.to_le_bytes());
+    assert!((src.1 + len) as usize <= 32 * 1024);
+    for (i, &b) in blob.iter().enumerate() {
+        assert!(!f.is_programmed(seg, src.1 + i as u32), "the slot after is free");
+        f.flip(seg, src.1 + i as u32, b ^ 0xFF);
+    }
+    for round in 0..3 {
+        let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+        assert_fsck(&mut fs);
+        let x = fs.create(ROOT_INO, format!("after{round}").as_bytes(), &reg(), ts(2)).unwrap();
+        fs.write(x.ino, 0, b"written after the forged checkpoint", ts(2)).unwrap();
+        f = fs.unmount().map_err(|e| e.0).unwrap();
+        let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+        let st = read_state(&mut fs);
+        for r in 0..=round {
+            assert!(st.contains_key(&format!("after{r}")), "round {round}: after{r} lost: {:?}", st.keys());
+        }
+        assert_eq!(st["a"], b"before");
+        f = fs.unmount().map_err(|e| e.0).unwrap();
+    }
+}

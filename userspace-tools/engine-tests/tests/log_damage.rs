@@ -172,3 +172,62 @@ fn torn_tail_mounts_silently() {
     }
     assert!(cuts > 40, "{cuts}");
 }
+
+/// fsck repair of a damaged log: `-p` may not accept the state recovered after the damage (it
+/// is not one the operations produced), `-y` accepts it: the filesystem becomes writable, fsck
+/// is clean, what followed the damage is kept, and the next mount reports nothing.
+#[test]
+fn repair_accepts_log_damage_with_all_repairs_only() {
+    use ferrofs_engine::{Repair, RepairLevel, RepairOutcome};
+    let ram = RamFlash::new_nand(64 * 1024, 48, 512);
+    let (mut f, new) = workload(ram, |r: &RamFlash| {
+        let mut v = Vec::new();
+        for (i, c) in r.raw().chunks(512).enumerate() {
+            if c.iter().any(|&b| b != 0xFF) {
+                v.push(((i * 512 / (64 * 1024)) as u32, ((i * 512) % (64 * 1024)) as u32));
+            }
+        }
+        v
+    });
+    let (seg, offs) = busiest(&new);
+    let off = offs[offs.len() / 5];
+    for k in [100u32, 200, 300] {
+        f.flip(seg, off + k, 0x10);
+    }
+    let ro = MountOptions { read_only: true, ..Default::default() };
+    // preen: left, nothing written
+    let mut fs = E::<RamFlash>::mount(f.clone(), ro).map_err(|e| e.0).unwrap();
+    let mut seen = Vec::new();
+    let rep = fs.repair(RepairLevel::Preen, ts(9), &mut |r, o| {
+        seen.push((*r, o));
+        true
+    });
+    let rep = rep.unwrap();
+    assert!(matches!(seen.as_slice(), [(Repair::AcceptLogDamage { .. }, RepairOutcome::NotAllowed)]), "{seen:?}");
+    assert_eq!((rep.repaired, rep.left), (0, 1));
+    assert!(fs.is_read_only());
+    assert_eq!(fs.into_flash().raw(), f.raw(), "preen wrote");
+    // all repairs: accepted, writable, clean
+    let mut fs = E::<RamFlash>::mount(f, ro).map_err(|e| e.0).unwrap();
+    let mut seen = Vec::new();
+    let rep = fs
+        .repair(RepairLevel::All, ts(9), &mut |r, o| {
+            seen.push((*r, o));
+            true
+        })
+        .unwrap();
+    assert!(seen.iter().all(|(_, o)| *o == RepairOutcome::Done), "{seen:?}");
+    assert!(matches!(seen.first(), Some((Repair::AcceptLogDamage { .. }, _))), "{seen:?}");
+    assert_eq!(rep.problems_after, 0, "{seen:?}");
+    assert!(!fs.is_read_only());
+    assert_eq!(read_all(&mut fs, b"C").unwrap(), data(3, 24_000));
+    assert_eq!(read_all(&mut fs, b"B").unwrap(), data(2, 24_000));
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = E::<RamFlash>::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.log_damage(), None);
+    assert_eq!(fs.fsck().unwrap().problems, 0);
+    assert_eq!(read_all(&mut fs, b"C").unwrap(), data(3, 24_000));
+    assert_eq!(read_all(&mut fs, b"base").unwrap(), data(9, 10_000));
+    let x = fs.create(ROOT_INO, b"after", &reg(), ts(10)).unwrap();
+    fs.write(x.ino, 0, b"writable", ts(10)).unwrap();
+}

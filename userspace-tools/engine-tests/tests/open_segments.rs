@@ -444,7 +444,7 @@ fn hostile_open_segment_values_are_refused() {
 }
 
 /// A block format records the FTL page (the device's preferred write size) in the superblock
-/// (compat bit 1, its own CRC) for the kernel's block backend; raw flash records none; a value
+/// (compat bit 2, its own CRC) for the kernel's block backend; raw flash records none; a value
 /// that is not whole write units dividing the segment is refused, and a damaged one too.
 #[test]
 fn the_ftl_page_is_in_the_superblock() {

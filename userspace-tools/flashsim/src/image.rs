@@ -35,6 +35,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
@@ -122,6 +123,23 @@ fn encode<W: Write>(
     page_map: Option<&[bool]>,
     data: &[u8],
 ) -> io::Result<()> {
+    let head = header_and_metadata(geo, bad, erase_counts, page_map, None)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    w.write_all(&head)?;
+    w.write_all(data)?;
+    w.flush()
+}
+
+/// The header and metadata of an image, zero-padded to the raw contents: at `data_offset`
+/// when given (an image rewritten in place; an error when the metadata does not fit before it),
+/// else at the next multiple of 4096.
+fn header_and_metadata(
+    geo: &Geometry,
+    bad: &[u32],
+    erase_counts: &[u64],
+    page_map: Option<&[bool]>,
+    data_offset: Option<u64>,
+) -> Result<Vec<u8>> {
     let mut meta = Vec::new();
     for b in bad {
         meta.extend_from_slice(&b.to_le_bytes());
@@ -140,8 +158,18 @@ fn encode<W: Write>(
         }
         meta.extend_from_slice(&bits);
     }
-    let data_offset = ((HEADER_LEN + meta.len()) as u64).div_ceil(DATA_ALIGN) * DATA_ALIGN;
-    let mut h = [0u8; HEADER_LEN];
+    let need = (HEADER_LEN + meta.len()) as u64;
+    let data_offset = match data_offset {
+        Some(o) if o >= need => o,
+        Some(o) => {
+            return Err(Error::BadImage(format!(
+                "{} bad segments: the metadata ({need} bytes) no longer fits before the contents at {o}",
+                bad.len()
+            )))
+        }
+        None => need.div_ceil(DATA_ALIGN) * DATA_ALIGN,
+    };
+    let mut h = vec![0u8; HEADER_LEN];
     h[0..8].copy_from_slice(&IMAGE_MAGIC);
     h[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
@@ -156,12 +184,9 @@ fn encode<W: Write>(
     h[48..56].copy_from_slice(&data_offset.to_le_bytes());
     let hcrc = crc32(&h[..56]);
     h[56..60].copy_from_slice(&hcrc.to_le_bytes());
-    w.write_all(&h)?;
-    w.write_all(&meta)?;
-    let pad = data_offset as usize - HEADER_LEN - meta.len();
-    w.write_all(&vec![0u8; pad])?;
-    w.write_all(data)?;
-    w.flush()
+    h.extend_from_slice(&meta);
+    h.resize(data_offset as usize, 0);
+    Ok(h)
 }
 
 fn check_geometry(geo: &Geometry) -> Result<()> {
@@ -562,5 +587,155 @@ impl Flash for ImageFlash {
     }
     fn flush(&mut self) -> std::result::Result<(), FlashError> {
         self.inner.flush()
+    }
+}
+
+/// A simulator image worked on in place: reads and writes go to the file at the contents'
+/// offset, so RAM does not grow with the device (an [`AnySim`] loads the whole image). The
+/// medium's rules are those [`ImageFlash`] applies to a raw image (NAND: a page counts as
+/// programmed when it is not all 0xFF, writes go above the last programmed page of a segment,
+/// an erase writes 0xFF; block device: sequential writes inside a segment, an erase punches a
+/// hole, which reads zeroes). The bad segments and erase counts are kept in RAM and written to
+/// the header by [`SimFile::sync_metadata`], which also makes the file durable. The first change to the
+/// contents first drops the programmed-page map from the header (it would go stale; without
+/// one, loading derives it from the contents), so that an interrupted run leaves an image whose
+/// header matches what is in it.
+#[derive(Debug)]
+pub struct SimFile {
+    inner: FileMedium,
+    data_offset: u64,
+    /// Erase counts when opened (the medium counts the erases since).
+    erases: Vec<u64>,
+    writable: bool,
+    /// The header no longer carries a page map.
+    map_dropped: bool,
+}
+
+impl SimFile {
+    /// Opens the simulator image at `path` in place, read-write when `writable`.
+    pub fn open(path: &Path, writable: bool) -> Result<Self> {
+        let (h, map) = decode_header(&mut open_reader(path)?)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(path, "opening image", e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, "reading image size", e))?.len();
+        let want = h.data_offset + h.geometry.device_bytes();
+        if len < want {
+            return Err(Error::BadImage(format!("{} is {len} bytes, its header describes {want}", path.display())));
+        }
+        let style = if h.geometry.kind == FlashKind::Block { EraseStyle::PunchHole } else { EraseStyle::FillOnes };
+        let mut inner = FileMedium::at(file, path, h.data_offset, h.geometry, style);
+        for &b in &h.bad_blocks {
+            inner.set_bad(b);
+        }
+        if h.geometry.kind == FlashKind::Block {
+            // like a block simulator loaded from an image: any first write of a segment
+            inner.set_enforce_sequential(false);
+        }
+        let erases = h.erase_counts.unwrap_or_else(|| vec![0; h.geometry.segment_count as usize]);
+        Ok(Self { inner, data_offset: h.data_offset, erases, writable, map_dropped: map.is_none() })
+    }
+
+    /// Creates (or truncates) a simulator image at `path`: every segment erased (0xFF for raw
+    /// flash, zeroes for a block device, a sparse file), `bad` marked bad.
+    pub fn create(path: &Path, geometry: Geometry, bad: &[u32]) -> Result<Self> {
+        check_geometry(&geometry)?;
+        if let Some(b) = bad.iter().find(|&&b| b >= geometry.segment_count) {
+            return Err(Error::InvalidGeometry(format!("bad segment {b} beyond the {} segments", geometry.segment_count)));
+        }
+        let erases = vec![0u64; geometry.segment_count as usize];
+        let head = header_and_metadata(&geometry, bad, &erases, None, None)?;
+        let data_offset = head.len() as u64;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io(path, "creating image", e))?;
+        file.write_all_at(&head, 0).map_err(|e| Error::io(path, "writing image header", e))?;
+        file.set_len(data_offset + geometry.device_bytes()).map_err(|e| Error::io(path, "sizing image", e))?;
+        let style = if geometry.kind == FlashKind::Block { EraseStyle::PunchHole } else { EraseStyle::FillOnes };
+        let mut inner = FileMedium::at(file, path, data_offset, geometry, style);
+        if geometry.kind == FlashKind::Block {
+            inner.reset_positions();
+        } else {
+            inner.fill_all(0xFF).map_err(|e| Error::io(path, "erasing image", e))?;
+        }
+        for &b in bad {
+            inner.set_bad(b);
+        }
+        Ok(Self { inner, data_offset, erases, writable: true, map_dropped: true })
+    }
+
+    /// Writes the bad segments and erase counts to the header (without a page map) and makes
+    /// the file durable.
+    pub fn sync_metadata(&mut self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        let counts: Vec<u64> = self
+            .erases
+            .iter()
+            .zip(self.inner.counters.erase_counts.iter().chain(std::iter::repeat(&0)))
+            .map(|(a, b)| a + b)
+            .collect();
+        let head = header_and_metadata(&self.inner.geo, &self.inner.bad_segments(), &counts, None, Some(self.data_offset))?;
+        let path = self.inner.path().to_path_buf();
+        self.inner.file().write_all_at(&head, 0).map_err(|e| Error::io(&path, "writing image header", e))?;
+        self.inner.file().sync_all().map_err(|e| Error::io(&path, "syncing image", e))?;
+        self.map_dropped = true;
+        Ok(())
+    }
+
+    /// Before the first change: the header's page map goes (see the type's documentation).
+    fn changing(&mut self) -> std::result::Result<(), FlashError> {
+        if !self.writable {
+            return Err(FlashError::Io);
+        }
+        if !self.map_dropped {
+            self.sync_metadata().map_err(|_| FlashError::Io)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the image is a block-device image.
+    pub fn is_block(&self) -> bool {
+        self.inner.geo.kind == FlashKind::Block
+    }
+
+}
+
+impl Flash for SimFile {
+    fn geometry(&self) -> Geometry {
+        self.inner.geo
+    }
+    fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> std::result::Result<ReadStatus, FlashError> {
+        self.inner.read(seg, offset, buf)
+    }
+    fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> std::result::Result<(), FlashError> {
+        self.changing()?;
+        self.inner.write(seg, offset, buf)
+    }
+    fn erase(&mut self, seg: u32) -> std::result::Result<(), FlashError> {
+        self.changing()?;
+        self.inner.erase(seg)
+    }
+    fn is_bad(&mut self, seg: u32) -> std::result::Result<bool, FlashError> {
+        self.inner.is_bad(seg)
+    }
+    fn mark_bad(&mut self, seg: u32) -> std::result::Result<(), FlashError> {
+        self.changing()?;
+        self.inner.mark_bad(seg)
+    }
+    /// What is written is in the file already (a killed program loses none of it); the file
+    /// is made durable on the host by [`SimFile::sync_metadata`], not at every flush of the
+    /// engine (an fdatasync of the image at every checkpoint made `mkfs -r` of a large tree
+    /// wait on the host's disk).
+    fn flush(&mut self) -> std::result::Result<(), FlashError> {
+        self.inner.counters.flushes += 1;
+        Ok(())
     }
 }

@@ -71,7 +71,7 @@ pub use block::{BlockConfig, BlockSim, DiscardMode};
 pub use counters::Counters;
 pub use device::{BlockDevice, BlockDeviceOptions, MtdDevice};
 pub use error::{Error, Result};
-pub use image::{AnySim, ImageFlash, ImageHeader};
+pub use image::{AnySim, ImageFlash, ImageHeader, SimFile};
 pub use nand::{NandConfig, NandSim};
 pub use power::{CutEffect, CutPlan, Op, OpKind, TornFill};
 pub use rng::SimRng;

@@ -8,6 +8,7 @@ use std::path::Path;
 use ferrofs_engine::format::{Superblock, SB_FULL_SIZE};
 use ferrofs_flashsim::{
     AnySim, BlockDevice, BlockDeviceOptions, Flash, FlashError, FlashKind, Geometry, ImageFlash, MtdDevice, ReadStatus,
+    SimFile,
 };
 
 use crate::util::ToolError;
@@ -18,8 +19,10 @@ pub const SIM_MAGIC: &[u8; 8] = b"FFSIMIMG";
 /// A medium the tools work on.
 #[derive(Debug)]
 pub enum Dev {
-    /// A simulator image loaded in memory (saved back explicitly with [`Dev::persist`]).
+    /// A simulator in memory (tests; saved explicitly with [`Dev::persist`]).
     Sim(AnySim),
+    /// A simulator image file, worked on in place (its header updated by [`Dev::persist`]).
+    SimFile(SimFile),
     /// A raw NAND/NOR image file (no header, no OOB).
     Raw(ImageFlash),
     /// An MTD character device.
@@ -33,6 +36,7 @@ impl Dev {
     pub fn flash(&mut self) -> &mut dyn Flash {
         match self {
             Dev::Sim(s) => s,
+            Dev::SimFile(s) => s,
             Dev::Raw(s) => s,
             Dev::Mtd(s) => s,
             Dev::Block(s) => s,
@@ -45,6 +49,8 @@ impl Dev {
         let what = match self {
             Dev::Sim(AnySim::Nand(_)) => "simulator image (raw flash)",
             Dev::Sim(AnySim::Block(_)) => "simulator image (block device)",
+            Dev::SimFile(s) if s.is_block() => "simulator image (block device)",
+            Dev::SimFile(_) => "simulator image (raw flash)",
             Dev::Raw(_) => "raw flash image",
             Dev::Mtd(_) => "MTD device",
             Dev::Block(b) => {
@@ -65,11 +71,12 @@ impl Dev {
         )
     }
 
-    /// Make the medium's state durable at `path`: save a simulator image (atomically), flush
-    /// anything else.
+    /// Make the medium's state durable at `path`: save an in-memory simulator (atomically),
+    /// write a simulator image's header and sync it, flush anything else.
     pub fn persist(&mut self, path: &Path) -> Result<(), ToolError> {
         match self {
             Dev::Sim(s) => s.save(path).map_err(|e| ToolError::op(format!("cannot save image: {e}"))),
+            Dev::SimFile(s) => s.sync_metadata().map_err(|e| ToolError::op(format!("cannot save image: {e}"))),
             other => other.flash().flush().map_err(|e| ToolError::op(format!("{}: flush failed: {e:?}", path.display()))),
         }
     }
@@ -79,6 +86,7 @@ impl Flash for Dev {
     fn geometry(&self) -> Geometry {
         match self {
             Dev::Sim(s) => s.geometry(),
+            Dev::SimFile(s) => s.geometry(),
             Dev::Raw(s) => s.geometry(),
             Dev::Mtd(s) => s.geometry(),
             Dev::Block(s) => s.geometry(),
@@ -170,7 +178,7 @@ fn sb_geometry(sb: &Superblock) -> Result<Geometry, ToolError> {
 ///
 /// - a character device is an MTD (`/dev/mtdN`), geometry from the device;
 /// - a block device uses the block backend, geometry from its superblock (or `hints`);
-/// - a regular file starting with `FFSIMIMG` is a simulator image (loaded in memory);
+/// - a regular file starting with `FFSIMIMG` is a simulator image (worked on in place);
 /// - any other regular file is a raw image, geometry from its superblock (or `hints`).
 ///
 /// Errors have exit code 8 (operational).
@@ -196,8 +204,8 @@ pub fn open_existing(path: &Path, hints: &GeoHints, read_only: bool) -> Result<D
         let n = read_up_to(&mut file, &mut magic);
         if n == 8 && &magic == SIM_MAGIC {
             drop(file);
-            return AnySim::load(path)
-                .map(Dev::Sim)
+            return SimFile::open(path, !read_only)
+                .map(Dev::SimFile)
                 .map_err(|e| ToolError::op(format!("cannot load {}: {e}", path.display())));
         }
     }

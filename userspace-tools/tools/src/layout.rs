@@ -219,6 +219,12 @@ pub fn decode_cp(f: &mut dyn Flash, sb: &Superblock, blob: &[u8]) -> CpSlot {
     if h.serial != sb.serial {
         return CpSlot::Foreign(h);
     }
+    if h.seq >= ferrofs_engine::format::SEQ_LIMIT || h.next_seq >= ferrofs_engine::format::SEQ_LIMIT || h.next_seq <= h.seq {
+        return CpSlot::Damaged {
+            hdr: Some(h),
+            reason: format!("sequence numbers out of range ({}, next {})", h.seq, h.next_seq),
+        };
+    }
     if h.seg_count != sb.segment_count {
         return CpSlot::Damaged {
             hdr: Some(h),

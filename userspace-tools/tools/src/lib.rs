@@ -7,7 +7,8 @@
 //! - [`layout`]: read-only parsing of on-flash structures (superblocks, checkpoint slots, segment
 //!   tables, log records, index nodes) with the engine's public `format` functions;
 //! - [`populate`]: copying a directory tree into a filesystem (`mkfs -r`);
-//! - [`walk`]: mounting, path resolution and the tree walk used by fsck and dump.
+//! - [`walk`]: mounting, path resolution and the tree walk used by fsck and dump;
+//! - [`progress`]: progress bars on a terminal (mkfs -r, fsck), nothing otherwise.
 //!
 //! Nothing here panics on input: every error is returned as a [`util::ToolError`] that names
 //! the exit code the tool should use.
@@ -20,6 +21,7 @@ pub mod hostile;
 pub mod layout;
 pub mod populate;
 pub mod probe;
+pub mod progress;
 pub mod util;
 pub mod walk;
 

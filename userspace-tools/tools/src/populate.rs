@@ -245,11 +245,22 @@ struct Copier<'a> {
     buf: Vec<u8>,
     now: Timespec,
     warnings: Vec<String>,
+    progress: &'a mut dyn FnMut(&TreeStats),
 }
 
 /// Copy the tree under `root` into the filesystem's root directory. Returns what was copied and
 /// the warnings (xattrs skipped).
 pub fn populate(fs: &mut Fs, root: &Path, opts: PopulateOptions) -> Result<(TreeStats, Vec<String>), PopulateError> {
+    populate_with_progress(fs, root, opts, &mut |_| {})
+}
+
+/// [`populate`], calling `progress` with what was copied so far after every entry.
+pub fn populate_with_progress(
+    fs: &mut Fs,
+    root: &Path,
+    opts: PopulateOptions,
+    progress: &mut dyn FnMut(&TreeStats),
+) -> Result<(TreeStats, Vec<String>), PopulateError> {
     let md = fs::symlink_metadata(root).map_err(|e| io_err(root, "cannot access the source directory", e))?;
     if !md.is_dir() {
         return Err(ToolError::fail(format!("{}: the source is not a directory", root.display())).into());
@@ -263,6 +274,7 @@ pub fn populate(fs: &mut Fs, root: &Path, opts: PopulateOptions) -> Result<(Tree
         buf: vec![0u8; 1 << 20],
         now: opts.fixed_time.unwrap_or_else(now),
         warnings: Vec::new(),
+        progress,
     };
     c.copy_xattrs(root, ROOT_INO)?;
     c.push_attrs(ROOT_INO, &md, false);
@@ -351,6 +363,12 @@ impl Copier<'_> {
     }
 
     fn copy_entry(&mut self, path: &Path, name: &[u8], dino: u64, depth: u32) -> Result<(), PopulateError> {
+        let r = self.copy_entry_inner(path, name, dino, depth);
+        (self.progress)(&self.stats);
+        r
+    }
+
+    fn copy_entry_inner(&mut self, path: &Path, name: &[u8], dino: u64, depth: u32) -> Result<(), PopulateError> {
         let md = fs::symlink_metadata(path).map_err(|e| io_err(path, "cannot stat", e))?;
         let fmt = md.mode() & S_IFMT;
         let copied = self.stats.stored_bytes;

@@ -14,6 +14,8 @@ pub const EXIT_UNCORRECTED: i32 = 4;
 pub const EXIT_OPERATIONAL: i32 = 8;
 /// fsck(8) exit code: usage or syntax error. All three tools use it for bad arguments.
 pub const EXIT_USAGE: i32 = 16;
+/// fsck(8) exit code: checking cancelled by user request.
+pub const EXIT_CANCELLED: i32 = 32;
 /// Generic failure of mkfs and dump.
 pub const EXIT_FAILURE: i32 = 1;
 
@@ -282,6 +284,30 @@ pub fn default_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_cancel_signal(_sig: libc::c_int) {
+    CANCEL.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// From now on SIGINT and SIGTERM only ask the program to stop ([`cancelled`] turns true):
+/// a repair then finishes the operation at hand, writes its checkpoint and exits 32, instead
+/// of dying between two writes.
+pub fn cancel_on_signals() {
+    let h: extern "C" fn(libc::c_int) = on_cancel_signal;
+    // SAFETY: the handler only stores to an atomic (async-signal-safe); signal(2) is called
+    // from the main thread.
+    unsafe {
+        libc::signal(libc::SIGINT, h as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, h as libc::sighandler_t);
+    }
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`cancel_on_signals`].
+pub fn cancelled() -> bool {
+    CANCEL.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[cfg(test)]

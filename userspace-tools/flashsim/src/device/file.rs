@@ -29,6 +29,8 @@ pub(crate) enum EraseStyle {
 pub(crate) struct FileMedium {
     file: File,
     path: PathBuf,
+    /// Offset of the medium in the file (the contents of a simulator image follow its header).
+    base: u64,
     pub(crate) geo: Geometry,
     /// NAND: next programmable page, `None` = not scanned yet.
     /// Block: next write offset, `None` = unknown (any start accepted).
@@ -41,9 +43,15 @@ pub(crate) struct FileMedium {
 
 impl FileMedium {
     pub(crate) fn new(file: File, path: &Path, geo: Geometry, style: EraseStyle) -> Self {
+        Self::at(file, path, 0, geo, style)
+    }
+
+    /// A medium that starts `base` bytes into the file.
+    pub(crate) fn at(file: File, path: &Path, base: u64, geo: Geometry, style: EraseStyle) -> Self {
         Self {
             file,
             path: path.to_path_buf(),
+            base,
             geo,
             wp: vec![None; geo.segment_count as usize],
             bad: BTreeSet::new(),
@@ -66,7 +74,24 @@ impl FileMedium {
     }
 
     fn abs(&self, seg: u32, offset: u32) -> u64 {
-        u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset)
+        self.base + u64::from(seg) * u64::from(self.geo.segment_size) + u64::from(offset)
+    }
+
+    /// The file.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Segments marked bad (raw flash).
+    pub(crate) fn bad_segments(&self) -> Vec<u32> {
+        self.bad.iter().copied().collect()
+    }
+
+    /// Declare `seg` bad without counting it (factory bad blocks of a loaded image).
+    pub(crate) fn set_bad(&mut self, seg: u32) {
+        if self.raw() {
+            self.bad.insert(seg);
+        }
     }
 
     fn check_range(&mut self, seg: u32, offset: u32, len: usize) -> Result<(), FlashError> {
@@ -84,7 +109,7 @@ impl FileMedium {
         let mut at = 0u64;
         while at < total {
             let n = (total - at).min(chunk.len() as u64) as usize;
-            self.file.write_all_at(&chunk[..n], at)?;
+            self.file.write_all_at(&chunk[..n], self.base + at)?;
             at += n as u64;
         }
         self.reset_positions();

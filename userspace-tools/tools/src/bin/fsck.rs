@@ -1,28 +1,31 @@
-//! fsck.ferrofs: check a ferrofs filesystem.
+//! fsck.ferrofs: check and repair a ferrofs filesystem.
 //!
-//! Exit codes (fsck(8)): 0 clean, 1 errors corrected (the log was replayed and a checkpoint
-//! written), 4 errors left uncorrected, 8 operational error (cannot open, not a ferrofs),
-//! 16 usage error.
+//! Exit codes (fsck(8)): 0 clean, 1 errors corrected (the log replayed and a checkpoint written,
+//! or repairs made), 4 errors left uncorrected, 8 operational error (cannot open, not a
+//! ferrofs), 16 usage error, 32 cancelled (SIGINT or SIGTERM during a repair). 2 ("reboot") is
+//! never used: a mounted filesystem is only checked (`-n`), never repaired.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
 use clap::Parser;
 use ferrofs_engine::format::{segstate, CpHeader, SegInfo, Superblock, S_IFLNK, S_IFMT, S_IFREG};
-use ferrofs_engine::{FileType, Flash, FsckProblem, Inode, ROOT_INO};
+use ferrofs_engine::{FileType, FsckProblem, Inode, Repair, RepairLevel, RepairOutcome, ROOT_INO};
 use ferrofs_tools::dev::{open_existing, Dev, GeoHints};
 use ferrofs_tools::layout::{
     damaged_checkpoints, geometry_mismatch, key_str, newest_valid, read_checkpoints, read_seghdr, scan_superblocks,
     state_name, CpSlot, SbCopy,
 };
 use ferrofs_tools::util::{
-    clap_exit, errno_name, human, parse_size_u32, show_name, utc_date, ToolError, EXIT_CORRECTED, EXIT_OK,
-    EXIT_UNCORRECTED,
+    clap_exit, errno_name, human, parse_size_u32, show_name, utc_date, ToolError, EXIT_CANCELLED, EXIT_CORRECTED,
+    EXIT_OK, EXIT_UNCORRECTED,
 };
+use ferrofs_tools::progress::Progress;
 use ferrofs_tools::walk::{list_dir, mount};
 use ferrofs_tools::Fs;
 
-/// Check a ferrofs filesystem on an image file, an MTD device or a block device.
+/// Check a ferrofs filesystem on an image file, an MTD device or a block device, and repair it
+/// with -p or -y.
 #[derive(Parser, Debug)]
 #[command(name = "fsck.ferrofs", version, about, long_about = None)]
 struct Cli {
@@ -30,21 +33,24 @@ struct Cli {
     device: PathBuf,
 
     /// Check only: open the device read-only, mount read-only, never write.
-    #[arg(short = 'n', long = "no-action")]
+    #[arg(short = 'n', long = "no-action", conflicts_with_all = ["preen", "yes"])]
     no_action: bool,
+
+    /// Preen: make the repairs that lose nothing readable (counts, sizes, parents, entry types,
+    /// the segment table, stale orphan entries, entries naming nothing, unnamed inodes linked
+    /// into /lost+found); leave the rest (exit 4).
+    #[arg(short = 'p', short_alias = 'a', conflicts_with = "yes")]
+    preen: bool,
+
+    /// Make every repair possible, also those that drop unreadable records (a damaged data
+    /// block becomes a hole: the file keeps its size and reads zeros there) or recreate lost
+    /// inodes.
+    #[arg(short = 'y')]
+    yes: bool,
 
     /// Verbose: print every path checked and every problem.
     #[arg(short, long)]
     verbose: bool,
-
-    /// Accepted for fsck(8) compatibility (repair automatically); recovery of an unclean log is
-    /// the only repair this version makes.
-    #[arg(short = 'a', short_alias = 'p')]
-    auto: bool,
-
-    /// Accepted for fsck(8) compatibility (answer yes).
-    #[arg(short = 'y')]
-    yes: bool,
 
     /// Accepted for fsck(8) compatibility (force a check: every check is always done).
     #[arg(short = 'f')]
@@ -65,6 +71,8 @@ struct Cli {
 
 struct Checker {
     verbose: bool,
+    /// The check after a repair: the summary lines are not printed again.
+    quiet: bool,
     problems: Vec<String>,
     warnings: Vec<String>,
 }
@@ -82,6 +90,11 @@ impl Checker {
         }
         self.warnings.push(s);
     }
+    fn say(&self, s: String) {
+        if !self.quiet {
+            println!("{s}");
+        }
+    }
 }
 
 #[derive(Default)]
@@ -95,6 +108,8 @@ struct Summary {
     bytes: u64,
     xattrs: u64,
     hardlinked: u64,
+    /// The first path found for each inode (for the repair's messages).
+    paths: HashMap<u64, Vec<u8>>,
 }
 
 fn describe_problem(p: &FsckProblem) -> String {
@@ -110,6 +125,12 @@ fn describe_problem(p: &FsckProblem) -> String {
             }
         }
         FsckProblem::NoOwner(k) => format!("record {} belongs to an inode that does not exist", key_str(k)),
+        FsckProblem::Misplaced(k) => format!("record {} does not fit its inode's type", key_str(k)),
+        FsckProblem::Unattached { ino, nlink } => {
+            format!("inode {ino} (link count {nlink}) is named by no directory entry and not on the orphan list")
+        }
+        FsckProblem::ExtraNames { ino, names } => format!("directory {ino} is named by {names} entries"),
+        FsckProblem::Unreachable(ino) => format!("directory {ino} is named, but not reachable from the root"),
         FsckProblem::Dangling { dir, child } => format!("directory {dir} has an entry for inode {child}, which does not exist"),
         FsckProblem::LinkCount { ino, nlink, expected } => {
             format!("inode {ino} has link count {nlink}, the directory tree gives {expected}")
@@ -136,7 +157,7 @@ fn type_of(i: &Inode) -> Option<FileType> {
 }
 
 /// Walk the tree from the root through the public API.
-fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
+fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary, bar: &Progress) {
     let root = match fs.getattr(ROOT_INO) {
         Ok(r) => r,
         Err(e) => {
@@ -150,7 +171,6 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
     let mut dirs_done: HashSet<u64> = HashSet::new();
     let mut queue: VecDeque<(u64, u64, Vec<u8>)> = VecDeque::new();
     queue.push_back((ROOT_INO, ROOT_INO, b"/".to_vec()));
-    let mut buf = vec![0u8; 1 << 20];
     while let Some((dino, parent, dpath)) = queue.pop_front() {
         if !dirs_done.insert(dino) {
             ck.problem(format!("directory {} (inode {dino}) is reachable by more than one path", show_name(&dpath)));
@@ -175,12 +195,13 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
         }
         for ent in entries {
             sum.entries += 1;
+            bar.set(sum.entries);
             let mut path = dpath.clone();
             if path.last() != Some(&b'/') {
                 path.push(b'/');
             }
             path.extend_from_slice(&ent.name);
-            if ck.verbose {
+            if ck.verbose && !ck.quiet {
                 println!("{}", show_name(&path));
             }
             let child = match fs.getattr(ent.ino) {
@@ -208,6 +229,9 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
                 ck.problem(format!("{}: inode {} is linked but has link count 0", show_name(&path), child.ino));
             }
             let first = !seen.contains_key(&child.ino);
+            if first {
+                sum.paths.insert(child.ino, path.clone());
+            }
             {
                 let e = seen.entry(child.ino).or_insert((child, 0, 0));
                 e.1 = e.1.saturating_add(1);
@@ -230,25 +254,11 @@ fn walk_tree(fs: &mut Fs, ck: &mut Checker, sum: &mut Summary) {
                 continue;
             }
             match child.mode & S_IFMT {
+                // the content is not read again: the index check read every data record
+                // (CRC, key, owner)
                 S_IFREG => {
                     sum.files += 1;
-                    let mut off = 0u64;
-                    loop {
-                        match fs.read(child.ino, off, &mut buf) {
-                            Ok(0) => break,
-                            Ok(n) => off = off.saturating_add(n as u64),
-                            Err(e) => {
-                                ck.problem(format!(
-                                    "{}: read error at offset {off} of inode {}: {}",
-                                    show_name(&path),
-                                    child.ino,
-                                    errno_name(e)
-                                ));
-                                break;
-                            }
-                        }
-                    }
-                    sum.bytes = sum.bytes.saturating_add(off);
+                    sum.bytes = sum.bytes.saturating_add(child.size);
                 }
                 S_IFLNK => {
                     sum.symlinks += 1;
@@ -383,41 +393,48 @@ fn check_segments(dev: &mut Dev, sb: &Superblock, h: &CpHeader, segs: &[SegInfo]
             Some(s) if s.state == segstate::OPEN || s.state == segstate::FULL => {}
             // The checkpoint captures the segment table before appending it to the metadata
             // head; when those records cross into the head's reserved next segment, the head
-            // ends up in a segment the table still records as reserved (format.md section 4:
-            // mount treats the heads' segments as in use). Fine if the segment header agrees.
-            Some(s) if s.state == segstate::RESERVED => match read_seghdr(dev.flash(), sb, hd.seg) {
-                Ok((seq, head, ..)) if seq == hd.seg_seq && usize::from(head) == i => {}
-                Ok((seq, head, ..)) => ck.problem(format!(
-                    "log head {i} is in segment {} (reserved when the table was captured) whose segment header \
-                     has sequence {seq} and head {head}, the checkpoint sequence {}",
-                    hd.seg, hd.seg_seq
-                )),
-                Err(why) => ck.problem(format!(
-                    "log head {i} is in segment {} (reserved when the table was captured) with no valid segment header ({why})",
-                    hd.seg
-                )),
-            },
+            // ends up in a segment the table still records as reserved, and when the table is
+            // larger than a segment (e.g. 8192 segments of 128 KiB: 41 records, 150 KB) in one
+            // the table records as free (format.md section 4: mount treats the heads' segments
+            // as in use). Fine if the segment header agrees.
+            Some(s) if s.state == segstate::RESERVED || s.state == segstate::FREE => {
+                let when = if s.state == segstate::FREE { "free" } else { "reserved" };
+                match read_seghdr(dev.flash(), sb, hd.seg) {
+                    Ok((seq, head, ..)) if seq == hd.seg_seq && usize::from(head) == i => {}
+                    Ok((seq, head, ..)) => ck.problem(format!(
+                        "log head {i} is in segment {} ({when} when the table was captured) whose segment header \
+                         has sequence {seq} and head {head}, the checkpoint sequence {}",
+                        hd.seg, hd.seg_seq
+                    )),
+                    Err(why) => ck.problem(format!(
+                        "log head {i} is in segment {} ({when} when the table was captured) with no valid segment header ({why})",
+                        hd.seg
+                    )),
+                }
+            }
             Some(s) => ck.problem(format!("log head {i} is in segment {} which is {}", hd.seg, state_name(s.state))),
             None => ck.problem(format!("log head {i} names segment {} beyond the device", hd.seg)),
         }
     }
 }
 
-fn run(cli: &Cli) -> Result<i32, ToolError> {
-    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
-    if let Some(dir) = ferrofs_tools::dev::mounted_at(&cli.device) {
-        if !cli.no_action {
-            return Err(ToolError::op(format!(
-                "{} is mounted on {dir}: checking it could damage it; use -n for a read-only check",
-                cli.device.display()
-            )));
-        }
-        eprintln!("fsck.ferrofs: warning: {} is mounted on {dir}; the check may see changes in progress", cli.device.display());
-    }
-    let mut dev = open_existing(&cli.device, &hints, cli.no_action)?;
-    let _ = (cli.auto, cli.yes, cli.force);
-    let mut ck = Checker { verbose: cli.verbose, problems: Vec::new(), warnings: Vec::new() };
-    println!("fsck.ferrofs: {}: {}", cli.device.display(), dev.describe());
+/// What one check found.
+struct Outcome {
+    ck: Checker,
+    sum: Summary,
+    /// Records after the checkpoint (replayed in RAM by the read-only mount).
+    replayed: u64,
+    /// Orphans (unlinked inodes the next read-write mount deletes).
+    orphans: u64,
+}
+
+/// Check the filesystem on `cli.device` without writing (steps 1 to 6 of docs/tools.md): the
+/// device is opened read-only and mounted read-only. `quiet`: no summary lines (the check after
+/// a repair).
+fn check(cli: &Cli, hints: &GeoHints, quiet: bool) -> Result<Outcome, ToolError> {
+    let mut dev = open_existing(&cli.device, hints, true)?;
+    let mut ck = Checker { verbose: cli.verbose, quiet, problems: Vec::new(), warnings: Vec::new() };
+    ck.say(format!("fsck.ferrofs: {}: {}", cli.device.display(), dev.describe()));
 
     // 1. superblocks
     let scan = scan_superblocks(dev.flash());
@@ -487,7 +504,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
             sb.ftl_page
         ));
     }
-    println!(
+    ck.say(format!(
         "  superblock: version {}, serial {:#018x}, created {} UTC, copies in segments {} and {}, {}{}",
         sb.version,
         sb.serial,
@@ -496,7 +513,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
         sb.sb_segs[1],
         if limited { format!("at most {} segments open", sb.open_segments) } else { "no open-segment limit".to_string() },
         if paged { format!(", FTL page {}", human(u64::from(sb.ftl_page))) } else { String::new() }
-    );
+    ));
 
     // 2. checkpoints
     let cps = read_checkpoints(dev.flash(), &sb);
@@ -531,22 +548,25 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
     }
     match &newest {
         Some((a, s, h, segs)) => {
-            println!(
+            ck.say(format!(
                 "  checkpoint: sequence {} in area {} slot {} ({} valid slots), next inode {}",
                 h.seq,
                 if *a == 0 { 'A' } else { 'B' },
                 s,
                 nvalid,
                 h.next_ino
-            );
-            println!("  segments (at the checkpoint): {}", segment_summary(segs));
+            ));
+            ck.say(format!("  segments (at the checkpoint): {}", segment_summary(segs)));
             check_segments(&mut dev, &sb, h, segs, &mut ck);
         }
         None => ck.problem("no valid checkpoint in either area".into()),
     }
 
     // 3. mount read-only: recovery in RAM, nothing written
-    let mut fs = match mount(dev, true) {
+    let spin = Progress::phase(cli.verbose, "mounting read-only (replaying the log)");
+    let mounted = mount(dev, true);
+    spin.finish();
+    let mut fs = match mounted {
         Ok(f) => f,
         Err((e, _)) => {
             for p in &ck.problems {
@@ -557,17 +577,20 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
     };
     let replayed = fs.stats().replayed;
     if replayed > 0 {
-        println!("  log: {replayed} records written after the checkpoint (replayed in memory)");
+        ck.say(format!("  log: {replayed} records written after the checkpoint (replayed in memory)"));
     }
 
     // 4. the engine's checks: every indexed record's CRC, ownership, link counts, sizes, segment usage
     let mut all: Vec<FsckProblem> = Vec::new();
-    let orphans = match fs.fsck_each(&mut |p| all.push(*p)) {
+    let spin = Progress::spinner(cli.verbose, "checking the index: keys");
+    let checked = fs.fsck_progress(&mut |p| all.push(*p), &mut |n| spin.set(n));
+    spin.finish();
+    let orphans = match checked {
         Ok(rep) => {
-            println!(
+            ck.say(format!(
                 "  index: {} inodes, {} directories, {} entries, {} data blocks, {} xattrs, {} orphans",
                 rep.inodes, rep.directories, rep.entries, rep.data_blocks, rep.xattrs, rep.orphans
-            );
+            ));
             // every problem of the index check, up to a limit
             const LIST_MAX: usize = 200;
             for p in all.iter().take(LIST_MAX) {
@@ -586,7 +609,9 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
 
     // 5. walk the tree through the POSIX operations
     let mut sum = Summary::default();
-    walk_tree(&mut fs, &mut ck, &mut sum);
+    let bar = Progress::count(cli.verbose, orphans.as_ref().map_or(0, |r| r.entries), "walking the tree: entries");
+    walk_tree(&mut fs, &mut ck, &mut sum, &bar);
+    bar.finish();
     if let Some(rep) = &orphans {
         let reachable = sum.inodes;
         let expected = rep.inodes.saturating_sub(rep.orphans);
@@ -598,7 +623,7 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
         }
     }
     let st = fs.statfs();
-    println!(
+    ck.say(format!(
         "  tree: {} inodes ({} directories, {} files, {} symlinks, {} other; {} hard-linked), {} entries, {} in files, {} xattrs",
         sum.inodes,
         sum.dirs,
@@ -609,53 +634,269 @@ fn run(cli: &Cli) -> Result<i32, ToolError> {
         sum.entries,
         human(sum.bytes),
         sum.xattrs
-    );
-    println!(
+    ));
+    ck.say(format!(
         "  space: capacity {}, free {}, {} segments free now",
         human(st.blocks * u64::from(st.block_size)),
         human(st.blocks_free * u64::from(st.block_size)),
         fs.stats().free_segments
-    );
+    ));
     let norphans = orphans.as_ref().map_or(0, |r| r.orphans);
+    Ok(Outcome { ck, sum, replayed, orphans: norphans })
+}
 
-    // 6. repair what can be repaired: replay the log (and reclaim orphans) into a new checkpoint
-    let mut code = EXIT_OK;
-    let mut dev = fs.into_flash();
-    if ck.problems.is_empty() && (replayed > 0 || norphans > 0) {
-        if cli.no_action {
-            println!("  the log since the last checkpoint would be replayed and a new checkpoint written (-n: not done)");
-        } else {
-            let fs = match mount(dev, false) {
-                Ok(f) => f,
-                Err((e, _)) => return Err(ToolError::damaged(format!("recovery mount failed: {e}"))),
-            };
-            dev = fs.unmount().map_err(|(e, _)| ToolError::damaged(format!("writing the recovery checkpoint failed: {}", errno_name(e))))?;
-            dev.persist(&cli.device)?;
-            println!("  recovered: replayed {replayed} records, reclaimed {norphans} orphans, wrote a new checkpoint");
-            code = EXIT_CORRECTED;
+/// Replay the log after the checkpoint and delete the orphans (a read-write mount and unmount).
+fn recover(cli: &Cli, hints: &GeoHints, out: &Outcome) -> Result<(), ToolError> {
+    let dev = open_existing(&cli.device, hints, false)?;
+    let fs = match mount(dev, false) {
+        Ok(f) => f,
+        Err((e, _)) => return Err(ToolError::damaged(format!("recovery mount failed: {e}"))),
+    };
+    let mut dev =
+        fs.unmount().map_err(|(e, _)| ToolError::damaged(format!("writing the recovery checkpoint failed: {}", errno_name(e))))?;
+    dev.persist(&cli.device)?;
+    println!(
+        "  recovered: replayed {} records, reclaimed {} orphans, wrote a new checkpoint",
+        out.replayed, out.orphans
+    );
+    Ok(())
+}
+
+/// " (/the/path)" of an inode, when the check found one.
+fn at(paths: &HashMap<u64, Vec<u8>>, ino: u64) -> String {
+    match paths.get(&ino) {
+        Some(p) => format!(" ({})", show_name(p)),
+        None if ino == ROOT_INO => " (/)".into(),
+        None => String::new(),
+    }
+}
+
+fn type_name(mode: u32) -> &'static str {
+    match FileType::from_mode(mode) {
+        Some(FileType::Dir) => "a directory",
+        Some(FileType::Regular) => "a regular file",
+        Some(FileType::Symlink) => "a symbolic link",
+        Some(FileType::CharDev) => "a character device",
+        Some(FileType::BlockDev) => "a block device",
+        Some(FileType::Fifo) => "a fifo",
+        Some(FileType::Socket) => "a socket",
+        None => "an inode of unknown type",
+    }
+}
+
+fn describe_repair(r: &Repair, paths: &HashMap<u64, Vec<u8>>) -> String {
+    use ferrofs_engine::format::kind;
+    match *r {
+        Repair::AcceptLogDamage { first_missing } => format!(
+            "the log lost durable records from sequence number {first_missing}: the state recovered after them is kept"
+        ),
+        Repair::SegmentUsage { seg, table, computed } if table == u32::MAX => {
+            format!("segment {seg} was marked free but holds {computed} live bytes: marked in use")
+        }
+        Repair::SegmentUsage { seg, table, computed } => {
+            format!("segment {seg}: live bytes in the segment table {table}, set to the {computed} the index refers to")
+        }
+        Repair::SuperblockCopy(seg) => {
+            format!("the superblock copy in segment {seg} (damaged, unreadable or weak) rewritten from the other copy")
+        }
+        Repair::CheckpointArea(a) => format!(
+            "checkpoint area {} holds a slot that does not read back (or reads only through ECC correction): \
+             the checkpoints move off it and erase it",
+            if a == 0 { 'A' } else { 'B' }
+        ),
+        Repair::StaleOrphan(ino) => format!("orphan entry of inode {ino}{} (missing or still linked) removed", at(paths, ino)),
+        Repair::DropRecord(k) => match k.kind {
+            kind::DATA => format!(
+                "data block {} of inode {}{} is unreadable: dropped; the file keeps its size and reads zeros in bytes {}..{}",
+                k.key,
+                k.ino,
+                at(paths, k.ino),
+                k.key.saturating_mul(4096),
+                k.key.saturating_add(1).saturating_mul(4096)
+            ),
+            kind::DENT => format!(
+                "an unreadable entry of directory {}{} dropped (the inode it named, if it is left without a name, goes to /lost+found)",
+                k.ino,
+                at(paths, k.ino)
+            ),
+            kind::XATTR => format!("an unreadable extended attribute of inode {}{} dropped", k.ino, at(paths, k.ino)),
+            _ => format!("the unreadable record {} dropped", key_str(&k)),
+        },
+        Repair::DropMisplaced(k) => format!("record {} does not fit its inode's type: dropped", key_str(&k)),
+        Repair::Recreate { ino, mode, size } => format!(
+            "inode {ino}{} had no readable inode record: recreated as {} of {size} {} (owner root, mode {:o}, times now)",
+            at(paths, ino),
+            type_name(mode),
+            if mode & S_IFMT == ferrofs_engine::format::S_IFDIR { "entries" } else { "bytes" },
+            mode & 0o7777
+        ),
+        Repair::DropRecords(ino) => {
+            format!("the records of inode {ino}, which does not exist and cannot be recreated, dropped")
+        }
+        Repair::DropEntry { dir, child, .. } => {
+            format!("the entry of directory {dir}{} naming inode {child}, of which nothing is left, dropped", at(paths, dir))
+        }
+        Repair::DropName { dir, child, .. } => format!(
+            "a name of directory {child}{} in directory {dir}{} dropped (a directory has one name, and the root none)",
+            at(paths, child),
+            at(paths, dir)
+        ),
+        Repair::EntryType { dir, child, dtype, .. } => {
+            format!("the entry for inode {child}{} in directory {dir}: type set to {dtype} (the inode's)", at(paths, child))
+        }
+        Repair::Reconnect(ino) => format!("inode {ino}, which no entry named, linked into /lost+found as #{ino}"),
+        Repair::DestroyUnlinked(ino) => {
+            format!("inode {ino}, unlinked (link count 0) but not on the orphan list, deleted as a mount deletes orphans")
+        }
+        Repair::Inode { ino, nlink, size, parent } => {
+            let mut what = Vec::new();
+            if nlink.0 != nlink.1 {
+                what.push(format!("link count {} -> {}", nlink.0, nlink.1));
+            }
+            if size.0 != size.1 {
+                what.push(format!("size {} -> {}", size.0, size.1));
+            }
+            if parent.0 != parent.1 {
+                what.push(format!("parent {} -> {}", parent.0, parent.1));
+            }
+            format!("inode {ino}{}: {}", at(paths, ino), what.join(", "))
         }
     }
-    let _ = dev.geometry();
-    for w in &ck.warnings {
+}
+
+/// What a repair run did.
+struct Repaired {
+    made: u64,
+    left: u64,
+    cancelled: bool,
+}
+
+/// Repair at `level`: mount read-only, [`Fs::repair`], checkpoint (unmount), save.
+fn repair(cli: &Cli, hints: &GeoHints, level: RepairLevel, before: &Outcome) -> Result<Repaired, ToolError> {
+    let dev = open_existing(&cli.device, hints, false)?;
+    let mut fs = mount(dev, true).map_err(|(e, _)| e)?;
+    ferrofs_tools::util::cancel_on_signals();
+    println!("  repairs ({}):", if level == RepairLevel::All { "-y" } else { "-p" });
+    let paths = &before.sum.paths;
+    let spin = Progress::spinner(cli.verbose, "repairing: repairs");
+    let mut n = 0u64;
+    let r = fs.repair(level, ferrofs_tools::util::now(), &mut |r, o| {
+        let what = describe_repair(r, paths);
+        n += 1;
+        spin.set(n);
+        spin.suspend(|| match o {
+            RepairOutcome::Done => println!("    repaired: {what}"),
+            RepairOutcome::NotAllowed => println!("    left (needs -y): {what}"),
+            RepairOutcome::Failed(e) => println!("    left (failed: {}): {what}", errno_name(e)),
+        });
+        !ferrofs_tools::util::cancelled()
+    });
+    spin.finish();
+    match r {
+        Ok(rep) => {
+            let mut dev = fs
+                .unmount()
+                .map_err(|(e, _)| ToolError::damaged(format!("writing the checkpoint after the repairs failed: {}", errno_name(e))))?;
+            dev.persist(&cli.device)?;
+            println!(
+                "  {} repairs made in {} passes, {} left{}",
+                rep.repaired,
+                rep.passes,
+                rep.left,
+                if rep.cancelled { " (cancelled)" } else { "" }
+            );
+            Ok(Repaired { made: rep.repaired, left: rep.left, cancelled: rep.cancelled })
+        }
+        Err(e) => {
+            // the repairs made so far are complete operations in the log: keep them
+            let mut dev = fs.into_flash();
+            dev.persist(&cli.device)?;
+            Err(ToolError::damaged(format!("the repair stopped: {}", errno_name(e))))
+        }
+    }
+}
+
+fn list_problems(cli: &Cli, ck: &Checker) {
+    for p in &ck.problems {
+        if !cli.verbose {
+            eprintln!("fsck.ferrofs: problem: {p}");
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<i32, ToolError> {
+    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
+    if let Some(dir) = ferrofs_tools::dev::mounted_at(&cli.device) {
+        if !cli.no_action {
+            return Err(ToolError::op(format!(
+                "{} is mounted on {dir}: checking it could damage it; use -n for a read-only check",
+                cli.device.display()
+            )));
+        }
+        eprintln!("fsck.ferrofs: warning: {} is mounted on {dir}; the check may see changes in progress", cli.device.display());
+    }
+    let _ = cli.force;
+    let level = if cli.yes {
+        Some(RepairLevel::All)
+    } else if cli.preen {
+        Some(RepairLevel::Preen)
+    } else {
+        None
+    };
+    let out = check(cli, &hints, false)?;
+    for w in &out.ck.warnings {
         eprintln!("fsck.ferrofs: warning: {w}");
     }
-    if !ck.problems.is_empty() {
-        for p in &ck.problems {
-            if !cli.verbose {
-                eprintln!("fsck.ferrofs: problem: {p}");
+    let warnings = if out.ck.warnings.is_empty() { String::new() } else { format!(", {} warnings", out.ck.warnings.len()) };
+    if out.ck.problems.is_empty() {
+        let mut code = EXIT_OK;
+        if out.replayed > 0 || out.orphans > 0 {
+            if cli.no_action {
+                println!("  the log since the last checkpoint would be replayed and a new checkpoint written (-n: not done)");
+            } else {
+                recover(cli, &hints, &out)?;
+                code = EXIT_CORRECTED;
             }
         }
-        println!("{}: {} problems found, left uncorrected", cli.device.display(), ck.problems.len());
-        return Ok(EXIT_UNCORRECTED);
+        println!("{}: clean, {} inodes, {} in files{warnings}", cli.device.display(), out.sum.inodes, human(out.sum.bytes));
+        return Ok(code);
     }
+    list_problems(cli, &out.ck);
+    let Some(level) = level.filter(|_| !cli.no_action) else {
+        println!(
+            "{}: {} problems found, left uncorrected{}",
+            cli.device.display(),
+            out.ck.problems.len(),
+            if cli.no_action { "" } else { " (fsck.ferrofs -p makes the safe repairs, -y all of them)" }
+        );
+        return Ok(EXIT_UNCORRECTED);
+    };
+    let made = repair(cli, &hints, level, &out)?;
+    if made.cancelled {
+        println!("{}: repair cancelled after {} repairs", cli.device.display(), made.made);
+        return Ok(EXIT_CANCELLED);
+    }
+    let after = check(cli, &hints, true)?;
+    if after.ck.problems.is_empty() && made.left == 0 {
+        // (with no repair of its own, the mount's recovery corrected it: orphans deleted)
+        println!(
+            "{}: clean after {} repairs, {} inodes, {} in files",
+            cli.device.display(),
+            made.made,
+            after.sum.inodes,
+            human(after.sum.bytes)
+        );
+        return Ok(EXIT_CORRECTED);
+    }
+    list_problems(cli, &after.ck);
     println!(
-        "{}: clean, {} inodes, {} in files{}",
+        "{}: {} repairs made, {} problems left uncorrected{}",
         cli.device.display(),
-        sum.inodes,
-        human(sum.bytes),
-        if ck.warnings.is_empty() { String::new() } else { format!(", {} warnings", ck.warnings.len()) }
+        made.made,
+        after.ck.problems.len().max(usize::try_from(made.left).unwrap_or(usize::MAX)),
+        if level == RepairLevel::Preen { " (fsck.ferrofs -y makes the other repairs)" } else { "" }
     );
-    Ok(code)
+    Ok(EXIT_UNCORRECTED)
 }
 
 fn main() {

@@ -6,14 +6,13 @@ use std::path::PathBuf;
 use clap::Parser;
 use ferrofs_engine::space::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
-use ferrofs_flashsim::{
-    AnySim, BlockConfig, BlockDevice, BlockDeviceOptions, BlockSim, Flash, ImageFlash, MtdDevice, NandConfig, NandSim,
-};
+use ferrofs_flashsim::{BlockDevice, BlockDeviceOptions, Flash, ImageFlash, MtdDevice, SimFile};
 use ferrofs_engine::format::{OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN};
 use ferrofs_tools::dev::{mounted_at, path_kind, Dev, PathKind};
 use ferrofs_tools::devhints::{defaults_from, sysfs_hints, Choice, MAX_SEGMENT, MIN_SEGMENT};
 use ferrofs_tools::probe::{probe, DirectDevice, ProbeOptions, ProbeReport, ProbeTarget};
-use ferrofs_tools::populate::{nospace_message, populate, prescan, PopulateError, PopulateOptions, TreeStats};
+use ferrofs_tools::populate::{nospace_message, populate_with_progress, prescan, PopulateError, PopulateOptions, TreeStats};
+use ferrofs_tools::progress::Progress;
 use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
 use ferrofs_tools::walk::mount;
 use ferrofs_tools::Fs;
@@ -205,6 +204,8 @@ struct Target {
     bad: usize,
     /// A block device's geometry and where it came from.
     block: Option<BlockGeo>,
+    /// A new simulator image is written under this name, renamed to the target when complete.
+    tmp: Option<TempImage>,
 }
 
 /// The geometry of a block device, each value with its source (docs/tools.md).
@@ -338,6 +339,32 @@ fn check_flags(cli: &Cli) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// A simulator image being made: removed unless [`TempImage::install`] renames it into place
+/// (a failed mkfs leaves no image behind, and an existing one untouched).
+struct TempImage(PathBuf);
+
+impl TempImage {
+    fn install(mut self, target: &std::path::Path) -> Result<(), ToolError> {
+        let tmp = std::mem::take(&mut self.0);
+        std::fs::rename(&tmp, target)
+            .map_err(|e| ToolError::fail(format!("cannot rename {} to {}: {e}", tmp.display(), target.display())))
+    }
+}
+
+impl Drop for TempImage {
+    fn drop(&mut self) {
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// `DIR/.NAME.mkfs-PID`, next to `path` (same filesystem: the rename is atomic).
+fn temp_path(path: &std::path::Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.mkfs-{}", std::process::id()))
+}
+
 fn open_target(cli: &Cli) -> Result<Target, ToolError> {
     let path = &cli.target;
     let kind = path_kind(path);
@@ -355,7 +382,7 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
                 return Err(ToolError::usage("the geometry of an MTD device is read from the device: drop --nand/--size/--page/--erase/--raw/--block"));
             }
             let d = MtdDevice::open(path).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
-            Ok(Target { dev: Dev::Mtd(d), bad: 0, block: None })
+            Ok(Target { dev: Dev::Mtd(d), bad: 0, block: None, tmp: None })
         }
         PathKind::BlockDev => {
             if image_opts || !cli.bad_blocks.is_empty() {
@@ -369,7 +396,7 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
                 ..BlockDeviceOptions::default()
             };
             let d = BlockDevice::open_with(path, opts).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
-            Ok(Target { dev: Dev::Block(d), bad: 0, block: Some(g) })
+            Ok(Target { dev: Dev::Block(d), bad: 0, block: Some(g), tmp: None })
         }
         PathKind::Missing | PathKind::File => {
             let existing = if cli.raw && kind == PathKind::File {
@@ -408,17 +435,13 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
                 } else {
                     Dev::Raw(ImageFlash::create(path, geo).map_err(e)?)
                 }
-            } else if geo.kind == FlashKind::Block {
-                let cfg = BlockConfig::with_layout(geo.write_unit, geo.segment_size, geo.segment_count);
-                Dev::Sim(AnySim::Block(BlockSim::new(cfg).map_err(e)?))
             } else {
-                let cfg = NandConfig {
-                    bad_blocks: bad.clone(),
-                    ..NandConfig::with_layout(geo.write_unit, geo.segment_size / geo.write_unit.max(1), geo.segment_count)
-                };
-                Dev::Sim(AnySim::Nand(NandSim::new(cfg).map_err(e)?))
+                // written in place, next to the target, renamed over it once complete
+                let tmp = temp_path(path);
+                let sim = SimFile::create(&tmp, geo, &bad).map_err(e)?;
+                return Ok(Target { dev: Dev::SimFile(sim), bad: bad.len(), block: None, tmp: Some(TempImage(tmp)) });
             };
-            Ok(Target { dev, bad: bad.len(), block: None })
+            Ok(Target { dev, bad: bad.len(), block: None, tmp: None })
         }
     }
 }
@@ -486,7 +509,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     };
     let mut t = open_target(cli)?;
     let geo = t.dev.geometry();
-    if !matches!(t.dev, Dev::Sim(_)) {
+    if !matches!(t.dev, Dev::Sim(_) | Dev::SimFile(_)) {
         t.bad = count_bad(&mut t.dev)?;
         check_geometry(&geo, t.bad)?;
     }
@@ -522,7 +545,19 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     if let (Some(root), Some(need)) = (&cli.root, need.as_ref()) {
         let mut fs = mount(dev, false).map_err(|(e, _)| ToolError::fail(format!("cannot mount the new filesystem: {e}")))?;
         let opts = PopulateOptions { squash_uids: cli.squash_uids, verbose: cli.verbose, fixed_time: None };
-        match populate(&mut fs, root, opts) {
+        // on a terminal: a bar over the content bytes, with the entries copied
+        let bar = Progress::bytes(cli.quiet || cli.verbose, need.bytes, "copying");
+        let entries = need.inodes().saturating_sub(1) + need.hardlinks;
+        let mut tick = |st: &TreeStats| {
+            bar.set(st.bytes);
+            let done = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
+            if done.is_multiple_of(64) {
+                bar.message(format!("copying {done}/{entries} entries"));
+            }
+        };
+        let r = populate_with_progress(&mut fs, root, opts, &mut tick);
+        bar.finish();
+        match r {
             Ok(c) => copied = Some(c),
             Err(PopulateError::NoSpace { path, copied }) => {
                 let cap = fs.statfs().blocks.saturating_mul(u64::from(fs.statfs().block_size));
@@ -547,6 +582,9 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     let (limit, heads) = fs.open_segment_limit();
     let mut dev = fs.into_flash();
     dev.persist(&cli.target)?;
+    if let Some(tmp) = t.tmp.take() {
+        tmp.install(&cli.target)?;
+    }
     if !cli.quiet {
         let what = dev.describe();
         println!("mkfs.ferrofs: {}: {what}", cli.target.display());
