@@ -3,7 +3,7 @@
 //! `KFlash`: the one `Flash` type of the kernel's engine, either backend (raw flash through MTD,
 //! or a block device), chosen at mount by the source (`context::ferrofs_get_tree`).
 
-use crate::blk::{BlkFlash, DevName};
+use crate::blk::{BlkFlash, DevName, DiscardBatch, IoStats};
 use crate::engine::flash::{Flash, FlashError, Geometry, ReadStatus};
 use crate::mtd::MtdFlash;
 use kernel::prelude::*;
@@ -12,8 +12,9 @@ use kernel::prelude::*;
 pub(crate) enum KFlash {
     /// Raw NAND/NOR (`sb->s_mtd`).
     Mtd(MtdFlash),
-    /// A block device (`sb->s_bdev`).
-    Blk(BlkFlash),
+    /// A block device (`sb->s_bdev`); boxed: its queues would make every engine move (and
+    /// the mount's stack frames) a kilobyte larger.
+    Blk(KBox<BlkFlash>),
 }
 
 impl KFlash {
@@ -29,6 +30,31 @@ impl KFlash {
         }
         pr_err!("{}: the {} is read-only: refusing a read-write mount (mount it with -o ro)\n", self.name(), what);
         Err(EROFS)
+    }
+
+    /// Send the writes the engine call queued and wait for them, once (the block backend
+    /// queues; MTD writes are synchronous already). An error stops every later write.
+    pub(crate) fn complete(&mut self) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(_) => Ok(()),
+            KFlash::Blk(b) => b.complete(),
+        }
+    }
+
+    /// The discards the engine call queued, to issue after the engine lock is dropped.
+    pub(crate) fn take_discards(&mut self) -> Option<DiscardBatch> {
+        match self {
+            KFlash::Mtd(_) => None,
+            KFlash::Blk(b) => b.take_discards(),
+        }
+    }
+
+    /// What the block backend sent to the device (zeros on MTD).
+    pub(crate) fn io_stats(&self) -> IoStats {
+        match self {
+            KFlash::Mtd(_) => IoStats::default(),
+            KFlash::Blk(b) => b.io_stats(),
+        }
     }
 
     /// The device's name for messages ("mtd0", "vda").
@@ -87,6 +113,13 @@ impl Flash for KFlash {
         match self {
             KFlash::Mtd(m) => m.flush(),
             KFlash::Blk(b) => b.flush(),
+        }
+    }
+
+    fn discard_hint(&mut self, seg: u32) {
+        match self {
+            KFlash::Mtd(m) => m.discard_hint(seg),
+            KFlash::Blk(b) => b.discard_hint(seg),
         }
     }
 }

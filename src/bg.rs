@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 26] = [
+pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -44,6 +44,22 @@ pub(crate) const STAT_NAMES: [&CStr; 26] = [
     c_str!("lock_wait_max_ns"),
     c_str!("lock_wait_p99_ns"),
     c_str!("lock_wait_p999_ns"),
+    // what the block backend sent to the device (`blk::IoStats`; 0 on MTD): write bios, their
+    // bytes, the smallest, those not whole aligned FTL pages, batches (one wait each); read
+    // bios, bytes, reads served from the last page read; cache flushes; segment discards, and
+    // those issued under the engine lock; the most segments open at once as the device saw it
+    c_str!("dev_write_bios"),
+    c_str!("dev_write_bytes"),
+    c_str!("dev_write_min_bytes"),
+    c_str!("dev_writes_unaligned"),
+    c_str!("dev_write_batches"),
+    c_str!("dev_read_bios"),
+    c_str!("dev_read_bytes"),
+    c_str!("dev_read_hits"),
+    c_str!("dev_flushes"),
+    c_str!("dev_discards"),
+    c_str!("dev_discards_locked"),
+    c_str!("dev_max_open_segments"),
 ];
 
 /// The background thread: every second, background GC (`gc=on`), a checkpoint every
@@ -74,7 +90,7 @@ impl SbThread for Bg {
                 last_seq = fs.log_seq();
                 ticks = 0;
             }
-            info.publish_stats(&fs);
+            info.publish_stats(&mut fs);
         }
     }
 }

@@ -1,25 +1,58 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The block backend: the engine's `Flash` over a block device (SD/eMMC/USB through their FTL,
-//! a virtio disk, a loop device, mtdblock), with synchronous bios.
+//! a virtio disk, a loop device, mtdblock).
 //!
 //! The geometry comes from the ferrofs superblock that mkfs.ferrofs wrote (segment = allocation
-//! unit, write unit), checked against the device: a block device says nothing about its FTL's
-//! allocation unit, so only the format knows it (the MTD backend reads it from `mtd_info`
-//! instead). Rules (`FlashKind::Block`): writes are whole aligned write units, sequential inside
-//! a segment (the engine's rule; each is one synchronous bio); `erase` is a discard where the
-//! device has one, else nothing, and the format never relies on erased contents; there are no
-//! bad blocks; `flush` is a cache flush (`REQ_PREFLUSH`), issued only when the engine calls it
-//! (fsync, checkpoint).
+//! unit, write unit, FTL page), checked against the device: a block device says nothing about
+//! its FTL's allocation unit, so only the format knows it (the MTD backend reads it from
+//! `mtd_info` instead). Rules (`FlashKind::Block`): writes are whole aligned write units,
+//! sequential inside a segment (the engine's rule); `erase` is a discard where the device has
+//! one, else nothing, and the format never relies on erased contents; there are no bad blocks.
+//!
+//! I/O (docs/kernel.md, "The block backend's I/O"):
+//! - writes are queued (copied into owned pages, contiguous ones merged into one run) and sent
+//!   when the engine call ends (`complete`, from the engine lock's guard), before a read of a
+//!   queued range, a discard, a cache flush, or when the queue is full: under one block plug,
+//!   as bios as large as the queue takes, chained so that one wait covers all of them. A failed
+//!   batch stops every later write (`Io`): the engine goes fail-stop at its next write.
+//! - reads are widened to whole aligned FTL pages (`preferred_write`) and the last one read is
+//!   kept: the next record is often in it.
+//! - `flush` (fsync, checkpoint: the only callers in the engine) sends the queue, waits, then
+//!   issues one empty `REQ_PREFLUSH` bio.
+//! - discards (`erase` of a segment about to be reused, `discard_hint` of a segment the engine
+//!   freed) are queued and issued after the engine call by `DiscardBatch::issue`, outside the
+//!   engine lock. A write to a segment waits for that segment's discard (or issues a queued one
+//!   first): no write can be overtaken by an older discard.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
 use crate::engine::format::{Superblock, SB_FULL_SIZE};
-use crate::kfs::{BlockDev, PageBuf, PAGE_BYTES, SECTOR_SIZE};
+use crate::kfs::{BlockDev, PageBuf, Run, PAGE_BYTES, SECTOR_SIZE};
 use kernel::bindings;
 use kernel::prelude::*;
+use kernel::sync::{Arc, CondVar, Mutex};
+use kernel::{new_condvar, new_mutex};
 
 /// `Superblock::kind` of a block-device format.
 const KIND_BLOCK: u8 = 2;
+
+/// Bytes of writes queued at most: a batch the engine writes beyond this is sent and waited
+/// for before more is queued.
+const WRITE_QUEUE_BYTES: usize = 1 << 20;
+
+/// Separate runs (non-contiguous pieces) a batch holds at most.
+const MAX_RUNS: usize = 32;
+
+/// Bytes one read goes to the device with at most (larger reads go in pieces).
+const READ_BYTES: usize = 1 << 20;
+
+/// Discards an engine call queues; more are issued at once, under the engine lock.
+const DISCARD_QUEUE: usize = 16;
+
+/// Discards in flight outside the engine lock at once (several engine calls may be issuing).
+const DISCARDS_IN_FLIGHT: usize = 64;
 
 /// A short device name for messages (`sb->s_id`: "vda", "loop0", "mtdblock0").
 #[derive(Clone, Copy)]
@@ -60,16 +93,204 @@ impl core::fmt::Display for DevName {
     }
 }
 
+/// What the block backend sent to the device since the mount (debugfs `dev_*`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IoStats {
+    /// Write bios, and their bytes.
+    pub(crate) write_bios: u64,
+    pub(crate) write_bytes: u64,
+    /// The smallest write bio (0 before the first).
+    pub(crate) write_min_bytes: u64,
+    /// Write bios that do not start on an FTL page (`preferred_write`) or are not a whole
+    /// number of pages.
+    pub(crate) writes_unaligned: u64,
+    /// Batches of writes sent and waited for (one wait each).
+    pub(crate) write_batches: u64,
+    /// Read bios and their bytes; reads served from the last page read.
+    pub(crate) read_bios: u64,
+    pub(crate) read_bytes: u64,
+    pub(crate) read_hits: u64,
+    /// Cache flushes (empty `REQ_PREFLUSH` bios).
+    pub(crate) flushes: u64,
+    /// Segment discards issued, and issued while the engine lock was held (a write needed
+    /// the segment before the discard could go out after the call).
+    pub(crate) discards: u64,
+    pub(crate) discards_locked: u64,
+    /// The most segments written to and not written to their end or discarded, at once, as
+    /// the device saw them (the engine's own count is `max_open_segments`).
+    pub(crate) max_open_segments: u64,
+}
+
+/// A set of up to `N` segment numbers.
+#[derive(Clone, Copy)]
+struct SegSet<const N: usize> {
+    segs: [u32; N],
+    n: usize,
+}
+
+impl<const N: usize> SegSet<N> {
+    const fn new() -> Self {
+        SegSet { segs: [0; N], n: 0 }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        self.segs.get(..self.n).unwrap_or(&[])
+    }
+
+    fn contains(&self, seg: u32) -> bool {
+        self.as_slice().contains(&seg)
+    }
+
+    /// Add `seg`; false when full.
+    fn push(&mut self, seg: u32) -> bool {
+        match self.segs.get_mut(self.n) {
+            Some(slot) => {
+                *slot = seg;
+                self.n += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove `seg`; whether it was there.
+    fn remove(&mut self, seg: u32) -> bool {
+        let Some(i) = self.as_slice().iter().position(|&s| s == seg) else { return false };
+        let last = self.n - 1;
+        self.segs.swap(i, last);
+        self.n = last;
+        true
+    }
+}
+
+/// A bit per segment.
+struct SegBits(KVVec<u64>);
+
+impl SegBits {
+    fn new(count: u32) -> Result<Self> {
+        Ok(SegBits(KVVec::from_elem(0u64, (count as usize).div_ceil(64), GFP_KERNEL)?))
+    }
+
+    /// Set or clear the bit; returns its old value.
+    fn put(&mut self, seg: u32, on: bool) -> bool {
+        let Some(w) = self.0.as_mut_slice().get_mut(seg as usize / 64) else { return false };
+        let bit = 1u64 << (seg % 64);
+        let was = *w & bit != 0;
+        if on {
+            *w |= bit;
+        } else {
+            *w &= !bit;
+        }
+        was
+    }
+}
+
+/// The discards of one block device: the ones in flight outside the engine lock (a write to
+/// such a segment waits), shared by the backend and the `DiscardBatch`es it hands out.
+#[pin_data]
+pub(crate) struct Discarder {
+    dev: BlockDev,
+    /// Bytes per segment (set once the superblock is read).
+    seg_bytes: AtomicU64,
+    #[pin]
+    inflight: Mutex<SegSet<DISCARDS_IN_FLIGHT>>,
+    #[pin]
+    done: CondVar,
+    /// The device takes discards (`bdev_max_discard_sectors` > 0, until one fails as
+    /// unsupported).
+    enabled: AtomicBool,
+    issued: AtomicU64,
+    warned: AtomicBool,
+    name: DevName,
+}
+
+impl Discarder {
+    /// Discard segment `seg` now and wait. A discard only tells the FTL the old data is
+    /// garbage and is issued only for free segments, so a failed one loses nothing; -EOPNOTSUPP
+    /// (e.g. a loop device over a filesystem without hole punching) turns discards off.
+    fn discard_now(&self, seg: u32) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let sectors = self.seg_bytes.load(Ordering::Relaxed) / SECTOR_SIZE;
+        if sectors == 0 {
+            return;
+        }
+        match self.dev.discard(u64::from(seg) * sectors, sectors) {
+            Ok(()) => {
+                self.issued.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) if e == -(bindings::EOPNOTSUPP as i32) => self.enabled.store(false, Ordering::Relaxed),
+            Err(e) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    pr_warn!("{}: discard of segment {} failed ({}); continuing without it\n", self.name, seg, e);
+                }
+            }
+        }
+    }
+
+    /// Wait until no discard of `seg` is in flight.
+    fn wait_for(&self, seg: u32) {
+        let mut g = self.inflight.lock();
+        while g.contains(seg) {
+            self.done.wait(&mut g);
+        }
+    }
+}
+
+/// Discards queued by one engine call, to issue once the engine lock is dropped.
+pub(crate) struct DiscardBatch {
+    d: Arc<Discarder>,
+    segs: SegSet<DISCARD_QUEUE>,
+}
+
+impl DiscardBatch {
+    /// Issue the discards (each waited for), then let writers of these segments go on.
+    pub(crate) fn issue(self) {
+        for &s in self.segs.as_slice() {
+            self.d.discard_now(s);
+        }
+        {
+            let mut g = self.d.inflight.lock();
+            for &s in self.segs.as_slice() {
+                g.remove(s);
+            }
+        }
+        self.d.done.notify_all();
+    }
+}
+
 /// A block device held by a mounted superblock.
 pub(crate) struct BlkFlash {
     dev: BlockDev,
     geo: Geometry,
-    /// Logical block size: reads are widened to whole blocks.
+    /// Logical block size: reads are widened to whole blocks at least.
     lbs: u32,
-    /// Bounce pages for every bio (grown on demand up to one bio).
-    bounce: PageBuf,
-    /// Discards are issued (`bdev_max_discard_sectors` > 0) until one fails as unsupported.
-    discard: bool,
+    /// Reads are widened to whole aligned chunks of this many bytes (the FTL page).
+    rchunk: u32,
+    /// The largest bio sent (the queue's limit, in whole FTL pages).
+    max_bio: usize,
+    /// Queued writes: their bytes (`wbytes` of `wbuf`) and where they go.
+    wbuf: PageBuf,
+    wbytes: usize,
+    runs: [Run; MAX_RUNS],
+    nruns: usize,
+    /// The last read: device bytes `rstart..rstart + rlen` are in `rbuf`.
+    rbuf: PageBuf,
+    rstart: u64,
+    rlen: usize,
+    /// Discards queued by the current engine call.
+    dq: SegSet<DISCARD_QUEUE>,
+    disc: Arc<Discarder>,
+    /// Segments discarded (or queued for it) since their last write: erasing them again is
+    /// a no-op.
+    clean: SegBits,
+    /// Segments written to and not to their end nor discarded since (the device's view).
+    open: SegBits,
+    open_now: u64,
+    /// A batch of writes failed: every later write and flush fails (fail-stop).
+    failed: bool,
+    stats: IoStats,
     pub(crate) name: DevName,
 }
 
@@ -85,23 +306,52 @@ fn read_error(ret: i32) -> FlashError {
 }
 
 impl BlkFlash {
-    /// Describe the block device `dev` for the engine, from the ferrofs superblock on it.
+    /// Describe the block device `dev` for the engine, from the ferrofs superblock on it;
+    /// `discard_dev` is a second handle on it for the discards issued outside the engine lock.
     /// Errors (with a message naming the device): `EINVAL` when there is no ferrofs superblock,
     /// it describes raw flash, or its geometry does not fit the device; `ENOMEM`; `EIO`.
-    pub(crate) fn new(dev: BlockDev, name: DevName) -> Result<Self> {
+    pub(crate) fn new(dev: BlockDev, discard_dev: BlockDev, name: DevName) -> Result<Self> {
         let lbs = dev.logical_block_size();
         let bytes = dev.nr_bytes();
         if lbs == 0 || !lbs.is_power_of_two() || lbs as usize > PAGE_BYTES || u64::from(lbs) % SECTOR_SIZE != 0 {
             pr_err!("{}: unsupported logical block size {}\n", name, lbs);
             return Err(EINVAL);
         }
+        let disc = Arc::pin_init(
+            pin_init!(Discarder {
+                dev: discard_dev,
+                seg_bytes: AtomicU64::new(0),
+                inflight <- new_mutex!(SegSet::new(), "ferrofs_discards"),
+                done <- new_condvar!("ferrofs_discard_done"),
+                enabled: AtomicBool::new(false),
+                issued: AtomicU64::new(0),
+                warned: AtomicBool::new(false),
+                name,
+            }),
+            GFP_KERNEL,
+        )?;
+        let max_bio = dev.max_bio_bytes();
         let mut f = BlkFlash {
             dev,
             // provisional: only `read_abs` runs before the real geometry is known
             geo: Geometry { kind: FlashKind::Block, segment_size: 0, segment_count: 0, write_unit: lbs, preferred_write: lbs },
             lbs,
-            bounce: PageBuf::new(),
-            discard: false,
+            rchunk: lbs,
+            max_bio,
+            wbuf: PageBuf::new(WRITE_QUEUE_BYTES),
+            wbytes: 0,
+            runs: [Run { dev_at: 0, buf_at: 0, len: 0 }; MAX_RUNS],
+            nruns: 0,
+            rbuf: PageBuf::new(READ_BYTES),
+            rstart: 0,
+            rlen: 0,
+            dq: SegSet::new(),
+            disc,
+            clean: SegBits::new(0)?,
+            open: SegBits::new(0)?,
+            open_now: 0,
+            failed: false,
+            stats: IoStats::default(),
             name,
         };
         let sb = f.find_superblock(bytes)?;
@@ -123,12 +373,15 @@ impl BlkFlash {
                 return Err(EINVAL);
             }
         }
-        // what the FTL writes without a read-modify-write, when it fits the segment; else 4
-        // write units as mkfs's block images assume, else one
+        // the FTL page mkfs recorded (the engine refuses one that does not fit); an older
+        // format: what the device writes without a read-modify-write, or 4 write units as
+        // mkfs's block images assume, or one
         let pbs = dev_pbs(&f.dev);
         let fits = |p: u32| p >= wu && p.checked_rem(wu) == Some(0) && ss.checked_rem(p) == Some(0);
         let quad = wu.saturating_mul(4);
-        let preferred = if fits(pbs.max(quad)) {
+        let preferred = if sb.ftl_page != 0 && fits(sb.ftl_page) {
+            sb.ftl_page
+        } else if fits(pbs.max(quad)) {
             pbs.max(quad)
         } else if fits(quad) {
             quad
@@ -136,10 +389,21 @@ impl BlkFlash {
             wu
         };
         f.geo = Geometry { kind: FlashKind::Block, segment_size: ss, segment_count: count, write_unit: wu, preferred_write: preferred };
-        f.discard = f.dev.max_discard_sectors() > 0;
+        // reads widen to the page when it is small next to a read trip
+        f.rchunk = if preferred as usize <= READ_BYTES / 4 { preferred.max(lbs) } else { lbs };
+        // bios of whole FTL pages, as large as the queue takes
+        if f.max_bio >= preferred as usize {
+            f.max_bio = f.max_bio / preferred as usize * preferred as usize;
+        }
+        f.clean = SegBits::new(count)?;
+        f.open = SegBits::new(count)?;
+        f.disc.seg_bytes.store(u64::from(ss), Ordering::Relaxed);
+        f.disc.enabled.store(f.dev.max_discard_sectors() > 0, Ordering::Relaxed);
         Ok(f)
     }
+}
 
+impl BlkFlash {
     /// The superblock: at byte 0, else (segment 0 unreadable or damaged) its second copy at the
     /// start of segment 1, which mkfs places at `m * 2^k` for segment sizes 16 KiB..64 MiB (as
     /// the userspace tools probe). A copy counts only at a multiple of its own segment size.
@@ -150,7 +414,7 @@ impl BlkFlash {
             if off.checked_add(SB_FULL_SIZE as u64)? > bytes {
                 return None;
             }
-            f.read_abs(off, &mut page).ok()?;
+            f.read_abs(off, &mut page, bytes).ok()?;
             match Superblock::decode(&page) {
                 Ok(sb) if sb.segment_size != 0 && off % u64::from(sb.segment_size) == 0 => Some(sb),
                 Ok(_) => None,
@@ -191,36 +455,268 @@ impl BlkFlash {
         self.geo.byte_addr(seg, offset, len).ok_or(FlashError::InvalidRequest)
     }
 
-    /// Read `buf.len()` bytes at byte `at` of the device: whole logical blocks into the bounce
-    /// pages, one bio per at most `BIO_MAX_VECS` pages, then the wanted bytes out.
-    fn read_abs(&mut self, at: u64, buf: &mut [u8]) -> Result<(), FlashError> {
-        let lbs = u64::from(self.lbs.max(1));
+    /// What was sent to the device since the mount.
+    pub(crate) fn io_stats(&self) -> IoStats {
+        let mut s = self.stats;
+        s.discards = s.discards.saturating_add(self.disc.issued.load(Ordering::Relaxed));
+        s
+    }
+
+    /// Whether a queued write overlaps device bytes `a..b`.
+    fn queued_overlaps(&self, a: u64, b: u64) -> bool {
+        self.runs.iter().take(self.nruns).any(|r| r.dev_at < b && a < r.dev_at.saturating_add(r.len as u64))
+    }
+
+    /// Forget the last read if it overlaps device bytes `a..b` (about to change).
+    fn forget_read(&mut self, a: u64, b: u64) {
+        if self.rlen > 0 && self.rstart < b && a < self.rstart.saturating_add(self.rlen as u64) {
+            self.rlen = 0;
+        }
+    }
+
+    /// Read `buf.len()` bytes at byte `at` of the device (of its first `limit` bytes): from the
+    /// last read when it holds them, else (after sending queued writes to that range) whole
+    /// aligned FTL pages around the range, at most `READ_BYTES` per trip, kept for the next
+    /// read. A failed widened read is retried on the logical blocks of the range alone, so a
+    /// bad spot next to the wanted bytes does not fail them.
+    fn read_abs(&mut self, at: u64, buf: &mut [u8], limit: u64) -> Result<(), FlashError> {
         let end = at.checked_add(buf.len() as u64).ok_or(FlashError::InvalidRequest)?;
-        let mut pos = at - at % lbs;
-        let max = self.bounce.max_bytes() as u64;
+        if end > limit {
+            return Err(FlashError::InvalidRequest);
+        }
+        if self.queued_overlaps(at, end) {
+            self.complete()?;
+        }
+        let mut pos = at;
         while pos < end {
-            let chunk_end = end.div_ceil(lbs).saturating_mul(lbs).min(pos.saturating_add(max));
-            let n = (chunk_end - pos) as usize;
-            self.bounce.reserve(n).map_err(|_| FlashError::Io)?;
-            if let Err(e) = self.dev.submit_sync(false, pos / SECTOR_SIZE, &mut self.bounce, n) {
-                pr_warn!("{}: read failed ({}) at byte {} ({} bytes)\n", self.name, e, pos, n);
-                return Err(read_error(e));
+            let cached_end = self.rstart.saturating_add(self.rlen as u64);
+            if self.rlen == 0 || pos < self.rstart || pos >= cached_end {
+                self.fill_read(pos, end, limit)?;
             }
-            // the part of [pos, chunk_end) inside [at, end)
-            let from = pos.max(at);
-            let to = chunk_end.min(end);
-            let dst = buf.get_mut((from - at) as usize..(to - at) as usize).ok_or(FlashError::InvalidRequest)?;
-            self.bounce.copy_out((from - pos) as usize, dst).map_err(|_| FlashError::InvalidRequest)?;
-            pos = chunk_end;
+            let cached_end = self.rstart.saturating_add(self.rlen as u64);
+            let to = end.min(cached_end);
+            if to <= pos || pos < self.rstart {
+                return Err(FlashError::Io);
+            }
+            let dst = buf.get_mut((pos - at) as usize..(to - at) as usize).ok_or(FlashError::InvalidRequest)?;
+            self.rbuf.copy_out((pos - self.rstart) as usize, dst).map_err(|_| FlashError::InvalidRequest)?;
+            pos = to;
         }
         Ok(())
     }
+
+    /// Read the aligned FTL pages from `pos` towards `end` (at most `READ_BYTES`) into the read
+    /// buffer.
+    fn fill_read(&mut self, pos: u64, end: u64, limit: u64) -> Result<(), FlashError> {
+        let unit = u64::from(self.rchunk.max(self.lbs).max(1));
+        let lbs = u64::from(self.lbs.max(1));
+        let a = pos - pos % unit;
+        let b = end.div_ceil(unit).saturating_mul(unit).min(a.saturating_add(READ_BYTES as u64)).min(limit);
+        let b = b.div_ceil(lbs).saturating_mul(lbs).min(limit - limit % lbs);
+        if b <= a {
+            return Err(FlashError::InvalidRequest);
+        }
+        self.rlen = 0;
+        match self.read_into(a, (b - a) as usize) {
+            Ok(()) => {
+                self.rstart = a;
+                self.rlen = (b - a) as usize;
+                return Ok(());
+            }
+            Err(_) if unit > lbs => {}
+            Err(e) => return Err(e),
+        }
+        // only the logical blocks of the wanted bytes
+        let a2 = pos - pos % lbs;
+        let b2 = end.div_ceil(lbs).saturating_mul(lbs).min(a2.saturating_add(READ_BYTES as u64));
+        self.read_into(a2, (b2 - a2) as usize)?;
+        self.rstart = a2;
+        self.rlen = (b2 - a2) as usize;
+        Ok(())
+    }
+
+    /// One trip to the device: `len` bytes at `at` into the start of the read buffer.
+    fn read_into(&mut self, at: u64, len: usize) -> Result<(), FlashError> {
+        self.rbuf.reserve(len).map_err(|_| FlashError::Io)?;
+        let run = [Run { dev_at: at, buf_at: 0, len }];
+        match self.dev.submit_runs(false, &run, &self.rbuf, self.max_bio) {
+            Ok(bios) => {
+                self.stats.read_bios = self.stats.read_bios.saturating_add(bios);
+                self.stats.read_bytes = self.stats.read_bytes.saturating_add(len as u64);
+                Ok(())
+            }
+            Err(e) => {
+                pr_warn!("{}: read failed ({}) at byte {} ({} bytes)\n", self.name, e, at, len);
+                Err(read_error(e))
+            }
+        }
+    }
+
+    /// Whether a write at device byte `at` continues the last queued run.
+    fn continues(&self, at: u64) -> bool {
+        self.nruns > 0 && self.runs.get(self.nruns - 1).is_some_and(|r| r.dev_at.saturating_add(r.len as u64) == at)
+    }
+
+    /// Queue `data` (at most `WRITE_QUEUE_BYTES`) for device byte `at`: appended to the last
+    /// run when it continues it, else a new run. A full queue is sent first.
+    fn queue_write(&mut self, at: u64, data: &[u8]) -> Result<(), FlashError> {
+        let len = data.len();
+        if self.wbytes.saturating_add(len) > WRITE_QUEUE_BYTES || (self.nruns == MAX_RUNS && !self.continues(at)) {
+            self.complete()?;
+        }
+        if self.wbuf.reserve(self.wbytes + len).is_err() {
+            // no memory to grow the queue: send what is queued, then this alone
+            self.complete()?;
+            self.wbuf.reserve(len).map_err(|_| FlashError::Io)?;
+        }
+        self.wbuf.fill_at(self.wbytes, data).map_err(|_| FlashError::InvalidRequest)?;
+        if self.continues(at) {
+            if let Some(r) = self.runs.get_mut(self.nruns - 1) {
+                r.len += len;
+            }
+        } else {
+            let r = self.runs.get_mut(self.nruns).ok_or(FlashError::InvalidRequest)?;
+            *r = Run { dev_at: at, buf_at: self.wbytes, len };
+            self.nruns += 1;
+        }
+        self.wbytes += len;
+        Ok(())
+    }
+
+    /// Send the queued writes (under one plug, as large bios) and wait for them once. After a
+    /// failure every later write and flush fails: the engine stops at its next write, so the
+    /// records it believed written are never relied on (fsync reports the error).
+    pub(crate) fn complete(&mut self) -> Result<(), FlashError> {
+        if self.nruns == 0 {
+            return Ok(());
+        }
+        let n = self.nruns;
+        self.nruns = 0;
+        let wbytes = core::mem::replace(&mut self.wbytes, 0);
+        let runs = self.runs.get(..n).ok_or(FlashError::InvalidRequest)?;
+        let r = self.dev.submit_runs(true, runs, &self.wbuf, self.max_bio);
+        let chunk = u64::from(self.geo.preferred_write.max(1));
+        let max_bio = self.max_bio.max(1) as u64;
+        for run in runs {
+            // the bios `submit_runs` cut the run into
+            let mut off = 0u64;
+            while off < run.len as u64 {
+                let n = (run.len as u64 - off).min(max_bio);
+                let at = run.dev_at + off;
+                let s = &mut self.stats;
+                s.write_bios = s.write_bios.saturating_add(1);
+                s.write_bytes = s.write_bytes.saturating_add(n);
+                s.write_min_bytes = if s.write_min_bytes == 0 { n } else { s.write_min_bytes.min(n) };
+                if at % chunk != 0 || n % chunk != 0 {
+                    s.writes_unaligned = s.writes_unaligned.saturating_add(1);
+                }
+                off += n;
+            }
+        }
+        self.stats.write_batches = self.stats.write_batches.saturating_add(1);
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let first = runs.first().map(|r| r.dev_at).unwrap_or(0);
+                pr_err!("{}: write error ({}) in a batch of {} bytes from byte {}: ferrofs stops writing (read-only until remounted)\n", self.name, e, wbytes, first);
+                self.failed = true;
+                Err(FlashError::Io)
+            }
+        }
+    }
+
+    /// The discards queued by this engine call, marked in flight, to issue once the engine
+    /// lock is dropped (`DiscardBatch::issue`). What does not fit in flight is issued now.
+    pub(crate) fn take_discards(&mut self) -> Option<DiscardBatch> {
+        if self.dq.n == 0 {
+            return None;
+        }
+        let queued = core::mem::replace(&mut self.dq, SegSet::new());
+        let mut batch = SegSet::new();
+        let mut now = SegSet::<DISCARD_QUEUE>::new();
+        {
+            let mut g = self.disc.inflight.lock();
+            for &s in queued.as_slice() {
+                if !g.contains(s) && g.push(s) {
+                    batch.push(s);
+                } else {
+                    now.push(s);
+                }
+            }
+        }
+        for &s in now.as_slice() {
+            self.disc.wait_for(s);
+            self.discard_locked(s);
+        }
+        if batch.n == 0 {
+            return None;
+        }
+        Some(DiscardBatch { d: self.disc.clone(), segs: batch })
+    }
+
+    /// Issue the discard of `seg` under the engine lock (and wait).
+    fn discard_locked(&mut self, seg: u32) {
+        self.disc.discard_now(seg);
+        self.stats.discards_locked = self.stats.discards_locked.saturating_add(1);
+    }
+
+    /// Queue a discard of `seg` (a segment the engine is done with), unless it was discarded
+    /// since its last write or the device takes none. Queued writes to it go out first, so
+    /// the discard cannot overtake them.
+    fn queue_discard(&mut self, seg: u32) -> Result<(), FlashError> {
+        let ss = u64::from(self.geo.segment_size);
+        let a = u64::from(seg) * ss;
+        if self.queued_overlaps(a, a + ss) {
+            self.complete()?;
+        }
+        self.forget_read(a, a + ss);
+        self.note_closed(seg);
+        if !self.disc.enabled.load(Ordering::Relaxed) || self.clean.put(seg, true) {
+            return Ok(());
+        }
+        if !self.dq.contains(seg) && !self.dq.push(seg) {
+            self.disc.wait_for(seg);
+            self.discard_locked(seg);
+        }
+        Ok(())
+    }
+
+    /// Before a write to `seg`: its discard (queued by this call: issued now; in flight
+    /// outside the lock: waited for) completes first.
+    fn before_write(&mut self, seg: u32) {
+        if self.dq.remove(seg) {
+            self.disc.wait_for(seg);
+            self.discard_locked(seg);
+        } else {
+            self.disc.wait_for(seg);
+        }
+        self.clean.put(seg, false);
+    }
+
+    /// The device's view of open segments: a write that stops short of the segment's end
+    /// leaves it open, one that reaches the end closes it.
+    fn note_written(&mut self, seg: u32, end: u64) {
+        if end >= u64::from(self.geo.segment_size) {
+            self.note_closed(seg);
+        } else if !self.open.put(seg, true) {
+            self.open_now += 1;
+            self.stats.max_open_segments = self.stats.max_open_segments.max(self.open_now);
+        }
+    }
+
+    fn note_closed(&mut self, seg: u32) {
+        if self.open.put(seg, false) {
+            self.open_now = self.open_now.saturating_sub(1);
+        }
+    }
 }
 
-/// The physical block size when it is a sane power of two, else 0.
-fn dev_pbs(dev: &BlockDev) -> u32 {
-    let p = dev.physical_block_size();
-    if p.is_power_of_two() && p <= 1 << 20 { p } else { 0 }
+impl Drop for BlkFlash {
+    fn drop(&mut self) {
+        // queued writes reach the device before their pages are freed (every engine call
+        // ends with `complete`, so this finds nothing in the normal paths)
+        let _ = self.complete();
+    }
 }
 
 impl Flash for BlkFlash {
@@ -233,7 +729,11 @@ impl Flash for BlkFlash {
         if buf.is_empty() {
             return Ok(ReadStatus::Clean);
         }
-        self.read_abs(at, buf)?;
+        let hits = self.rlen > 0 && at >= self.rstart && at + buf.len() as u64 <= self.rstart + self.rlen as u64;
+        self.read_abs(at, buf, self.geo.device_bytes())?;
+        if hits {
+            self.stats.read_hits = self.stats.read_hits.saturating_add(1);
+        }
         Ok(ReadStatus::Clean)
     }
 
@@ -243,39 +743,32 @@ impl Flash for BlkFlash {
         if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
             return Err(FlashError::InvalidRequest);
         }
-        // one bio per call, split only above `BIO_MAX_VECS` pages (the engine's writes are
-        // `preferred_write` batches, far below that)
-        let max = self.bounce.max_bytes();
-        let mut done = 0usize;
-        for chunk in buf.chunks(max) {
-            self.bounce.reserve(chunk.len()).map_err(|_| FlashError::Io)?;
-            self.bounce.fill(chunk).map_err(|_| FlashError::InvalidRequest)?;
-            let pos = at + done as u64;
-            if let Err(e) = self.dev.submit_sync(true, pos / SECTOR_SIZE, &mut self.bounce, chunk.len()) {
-                pr_err!("{}: write error ({}) at segment {} offset {} ({} bytes): ferrofs stops writing (read-only until remounted)\n", self.name, e, seg, offset as usize + done, chunk.len());
-                return Err(FlashError::Io);
-            }
-            done += chunk.len();
+        if self.failed {
+            return Err(FlashError::Io);
         }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.before_write(seg);
+        let end = at + buf.len() as u64;
+        self.forget_read(at, end);
+        // pieces of whole write units that fit the queue
+        let piece = (WRITE_QUEUE_BYTES / wu as usize).max(1) * wu as usize;
+        let mut done = 0usize;
+        for part in buf.chunks(piece) {
+            self.queue_write(at + done as u64, part)?;
+            done += part.len();
+        }
+        self.note_written(seg, u64::from(offset) + buf.len() as u64);
         Ok(())
     }
 
     fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
-        let at = self.addr(seg, 0, self.geo.segment_size as usize)?;
-        if !self.discard {
-            return Ok(());
+        self.addr(seg, 0, self.geo.segment_size as usize)?;
+        if self.failed {
+            return Err(FlashError::Io);
         }
-        // A discard only tells the FTL the old data is garbage: nothing relies on it, so a
-        // failed one loses nothing. Unsupported (-EOPNOTSUPP, e.g. a loop device over a file
-        // system without hole punching) turns discards off for this mount.
-        if let Err(e) = self.dev.discard(at / SECTOR_SIZE, u64::from(self.geo.segment_size) / SECTOR_SIZE) {
-            if e == -(bindings::EOPNOTSUPP as i32) {
-                self.discard = false;
-            } else {
-                pr_warn!("{}: discard of segment {} failed ({}); continuing without it\n", self.name, seg, e);
-            }
-        }
-        Ok(())
+        self.queue_discard(seg)
     }
 
     fn is_bad(&mut self, seg: u32) -> Result<bool, FlashError> {
@@ -290,12 +783,30 @@ impl Flash for BlkFlash {
     }
 
     fn flush(&mut self) -> Result<(), FlashError> {
+        self.complete()?;
+        if self.failed {
+            return Err(FlashError::Io);
+        }
+        self.stats.flushes = self.stats.flushes.saturating_add(1);
         match self.dev.flush() {
             Ok(()) => Ok(()),
             Err(e) => {
                 pr_err!("{}: cache flush failed ({}): ferrofs stops writing (read-only until remounted)\n", self.name, e);
+                self.failed = true;
                 Err(FlashError::Io)
             }
         }
     }
+
+    fn discard_hint(&mut self, seg: u32) {
+        if self.addr(seg, 0, 0).is_ok() && !self.failed {
+            let _ = self.queue_discard(seg);
+        }
+    }
+}
+
+/// The physical block size when it is a sane power of two, else 0.
+fn dev_pbs(dev: &BlockDev) -> u32 {
+    let p = dev.physical_block_size();
+    if p.is_power_of_two() && p <= 1 << 20 { p } else { 0 }
 }

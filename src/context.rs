@@ -183,7 +183,7 @@ pub(crate) unsafe extern "C" fn ferrofs_reconfigure(fc: *mut bindings::fs_contex
                 start_bg(sb);
                 return Err(kerr(e));
             }
-            info.publish_stats(&info.lock());
+            info.publish_stats(&mut info.lock());
         }
         Ok(0)
     })

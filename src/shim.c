@@ -78,9 +78,12 @@ bool ferrofs_bdev_read_only(struct block_device *bdev) { return bdev_read_only(b
 u32 ferrofs_bdev_max_discard_sectors(struct block_device *bdev) { return bdev_max_discard_sectors(bdev); }
 int ferrofs_blkdev_issue_discard(struct block_device *bdev, u64 sector, u64 nr_sects) { return blkdev_issue_discard(bdev, sector, nr_sects, GFP_NOFS); }
 int ferrofs_blkdev_issue_flush(struct block_device *bdev) { return blkdev_issue_flush(bdev); }
-struct bio *ferrofs_bio_alloc(struct block_device *bdev, unsigned short nr_vecs, bool write, u64 sector)
-{ struct bio *bio = bio_alloc(bdev, nr_vecs, write ? REQ_OP_WRITE | REQ_SYNC : REQ_OP_READ, GFP_NOFS); if (bio) bio->bi_iter.bi_sector = sector; return bio; }
-bool ferrofs_bio_add_page(struct bio *bio, struct page *page, unsigned int len) { return bio_add_page(bio, page, len, 0) == len; }
+u32 ferrofs_bdev_max_sectors(struct block_device *bdev) { return queue_max_sectors(bdev_get_queue(bdev)); }
+u32 ferrofs_bdev_max_segments(struct block_device *bdev) { return bdev_max_segments(bdev); }
+/* A new bio at `sector`; `prev` (if not NULL) is chained to it and submitted (blk_next_bio). */
+struct bio *ferrofs_blk_next_bio(struct bio *prev, struct block_device *bdev, unsigned short nr_vecs, bool write, u64 sector)
+{ struct bio *bio = blk_next_bio(prev, bdev, nr_vecs, write ? REQ_OP_WRITE | REQ_SYNC : REQ_OP_READ, GFP_NOFS); bio->bi_iter.bi_sector = sector; return bio; }
+bool ferrofs_bio_add_page(struct bio *bio, struct page *page, unsigned int len, unsigned int off) { return bio_add_page(bio, page, len, off) == len; }
 int ferrofs_submit_bio_wait(struct bio *bio) { return submit_bio_wait(bio); }
 void ferrofs_bio_put(struct bio *bio) { bio_put(bio); }
 unsigned int ferrofs_bio_max_vecs(void) { return BIO_MAX_VECS; }

@@ -47,8 +47,10 @@ extern "C" {
     pub(crate) fn ferrofs_bdev_max_discard_sectors(bdev: *mut block_device) -> u32;
     pub(crate) fn ferrofs_blkdev_issue_discard(bdev: *mut block_device, sector: u64, nr_sects: u64) -> c_int;
     pub(crate) fn ferrofs_blkdev_issue_flush(bdev: *mut block_device) -> c_int;
-    pub(crate) fn ferrofs_bio_alloc(bdev: *mut block_device, nr_vecs: u16, write: bool, sector: u64) -> *mut bio;
-    pub(crate) fn ferrofs_bio_add_page(bio: *mut bio, page: *mut page, len: c_uint) -> bool;
+    pub(crate) fn ferrofs_bdev_max_sectors(bdev: *mut block_device) -> u32;
+    pub(crate) fn ferrofs_bdev_max_segments(bdev: *mut block_device) -> u32;
+    pub(crate) fn ferrofs_blk_next_bio(prev: *mut bio, bdev: *mut block_device, nr_vecs: u16, write: bool, sector: u64) -> *mut bio;
+    pub(crate) fn ferrofs_bio_add_page(bio: *mut bio, page: *mut page, len: c_uint, off: c_uint) -> bool;
     pub(crate) fn ferrofs_submit_bio_wait(bio: *mut bio) -> c_int;
     pub(crate) fn ferrofs_bio_put(bio: *mut bio);
     pub(crate) fn ferrofs_bio_max_vecs() -> c_uint;

@@ -8,6 +8,7 @@
 //! into code that can copy to or from user memory (readdir collects entries first), and every
 //! engine call runs in a `memalloc_nofs` scope so reclaim cannot re-enter ferrofs under it.
 
+use core::mem::ManuallyDrop;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::c_str;
@@ -168,11 +169,13 @@ impl Drop for LiveToken {
     }
 }
 
-/// The engine, locked, inside a `memalloc_nofs` scope. Its drop records the hold time, ends
-/// the NOFS scope, then unlocks (fields drop in order).
+/// The engine, locked, inside a `memalloc_nofs` scope. Its drop sends what the engine call
+/// wrote (the block backend queues writes: one wait for all of them), records the hold time,
+/// unlocks, issues the discards the call queued (off the engine lock), then ends the NOFS
+/// scope.
 pub(crate) struct Locked<'a> {
     _nofs: NofsScope,
-    guard: Guard<'a, Fs, MutexBackend>,
+    guard: ManuallyDrop<Guard<'a, Fs, MutexBackend>>,
     budget: &'a Budget,
     stats: &'a LockStats,
     since: u64,
@@ -193,16 +196,26 @@ impl core::ops::DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // the writes of this engine call go out together; a failure was reported by the
+        // backend, which now fails every write (the engine stops at its next one)
+        let _ = self.guard.flash().complete();
+        let discards = self.guard.flash().take_discards();
         // still under the lock: what the budget may hand out after this operation
         self.budget.publish(self.guard.budget_avail());
-        // taken before the guard's own drop unlocks: the whole hold is counted
+        // taken before the guard's drop unlocks: the whole hold is counted
         self.stats.hold.record(now_ns().saturating_sub(self.since));
+        // SAFETY: dropped exactly once, here; `self.guard` is not used after this.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        // off the engine lock: a writer of one of these segments waits for its discard
+        if let Some(d) = discards {
+            d.issue();
+        }
     }
 }
 
 impl SbInfo {
     /// Publish the engine's counters.
-    pub(crate) fn publish_stats(&self, fs: &Fs) {
+    pub(crate) fn publish_stats(&self, fs: &mut Fs) {
         let s = fs.stats();
         let f = fs.fault_stats();
         let vals = [
@@ -212,7 +225,12 @@ impl SbInfo {
         ];
         let (hits, misses) = fs.icache_stats();
         let lock = self.lockstat.figures();
-        let vals = Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock);
+        let d = fs.flash().io_stats();
+        let dev = [
+            d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.read_bios, d.read_bytes, d.read_hits,
+            d.flushes, d.discards, d.discards_locked, d.max_open_segments,
+        ];
+        let vals = Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev);
         for (slot, v) in self.stats.vals().iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -226,14 +244,14 @@ impl SbInfo {
         self.lockstat.wait.record(since.saturating_sub(t0));
         // space consumers other than write-back must leave the reserved space alone
         guard.set_reserved(self.budget.reserved());
-        Locked { _nofs: nofs, guard, budget: &self.budget, stats: &self.lockstat, since }
+        Locked { _nofs: nofs, guard: ManuallyDrop::new(guard), budget: &self.budget, stats: &self.lockstat, since }
     }
 }
 
 /// Publish the statistics of a mounted superblock and start its background thread.
 fn start_services(sb: &SuperBlock, read_only: bool) {
     let info = sb.info();
-    info.publish_stats(&info.lock());
+    info.publish_stats(&mut info.lock());
     if !read_only {
         start_bg(sb);
     }
@@ -312,7 +330,9 @@ pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, 
     let (sb, fc) = unsafe { (NewSuperBlock::from_raw(sb), FsContext::from_raw(fc)) };
     from_result(|| {
         let name = DevName::new(sb.id());
-        let flash = BlkFlash::new(sb.bdev().ok_or(EINVAL)?, name)?;
+        // a second handle on the device for the discards issued outside the engine lock
+        let (dev, discard_dev) = (sb.bdev().ok_or(EINVAL)?, sb.bdev().ok_or(EINVAL)?);
+        let flash = KBox::new(BlkFlash::new(dev, discard_dev, name)?, GFP_KERNEL)?;
         fill_super(sb, fc, KFlash::Blk(flash))
     })
 }
@@ -338,7 +358,10 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
         }
     };
     let mut read_only = read_only;
-    if !read_only && fs.is_failed() {
+    // what the mount wrote after its last flush reaches the device now (the block backend
+    // queues writes); a failure there is a failure of the mount's writes
+    let sent = fs.flash().complete();
+    if !read_only && (fs.is_failed() || sent.is_err()) {
         pr_err!("{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", name);
         sb.set_rdonly();
         read_only = true;
@@ -481,7 +504,7 @@ pub(crate) unsafe extern "C" fn sync_fs(sb: *mut bindings::super_block, wait: c_
         return 0;
     }
     let r = fs.sync();
-    info.publish_stats(&fs);
+    info.publish_stats(&mut fs);
     match r {
         Ok(()) => 0,
         Err(e) => kerr(e).to_errno(),

@@ -2,8 +2,9 @@
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
-#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh, 5 cuts)
-#      -> root filesystem (release only: tests/rootfs/run-rootfs.sh quick) -> hostile images (200)
+#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh: 5 cuts on MTD, 3 on the block
+#         backend side by side) -> root filesystem (release only: tests/rootfs/run-rootfs.sh quick)
+#      -> hostile images (200)
 # The debug kernel, when not cached, builds in the background (nice 19) from the toolchain step on.
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
 # DEBUG_LIST, KFENCE) runs the suites in tests/vm/SUITES.debug, unless FERROFS_DEBUG=0.
@@ -99,11 +100,19 @@ run_flavour() {
     "$(grep -E '^guest suite ' "build/logs/guest-suites-$flavour.log" | grep -vE ' 0 failed \(exit 0\)$' | tr '\n' ';')"
   took "guest suites ($flavour)"
   begin "power cuts ($flavour)"
+  # ferrofs on MTD (block2mtd) and, side by side (one guest each), on the block backend (the
+  # virtio disk itself, FERROFS_POWERCUT_BLK_CUTS cuts)
+  CUTS="${FERROFS_POWERCUT_BLK_CUTS:-3}" FS=ferrofs-blk tests/powercut/run-powercut.sh > "build/logs/powercut-blk-$flavour.log" 2>&1 &
+  local blk_pid=$!
   CUTS="${FERROFS_POWERCUT_CUTS:-5}" FS=ferrofs tests/powercut/run-powercut.sh 2>&1 | tee "build/logs/powercut-$flavour.log"
-  local pc_rc=${PIPESTATUS[0]} pc_line
-  pc_line="$(grep -E '^powercut: [0-9]+ passed, [0-9]+ failed' "build/logs/powercut-$flavour.log" | tail -n1)"
-  [ $pc_rc -ne 0 ] && [ -n "$pc_line" ] && [ "$(awk '{print $4}' <<<"$pc_line")" -eq 0 ] && pc_line="powercut: 0 passed, 1 failed"
-  add_line "$pc_line"
+  local pc_rc=${PIPESTATUS[0]} pc_line blk_rc
+  wait $blk_pid; blk_rc=$?
+  cat "build/logs/powercut-blk-$flavour.log"
+  for log in "build/logs/powercut-$flavour.log:$pc_rc" "build/logs/powercut-blk-$flavour.log:$blk_rc"; do
+    pc_line="$(grep -E '^powercut: [0-9]+ passed, [0-9]+ failed' "${log%:*}" | tail -n1)"
+    [ "${log##*:}" -ne 0 ] && [ -n "$pc_line" ] && [ "$(awk '{print $4}' <<<"$pc_line")" -eq 0 ] && pc_line="powercut: 0 passed, 1 failed"
+    add_line "$pc_line"
+  done
   took "power cuts ($flavour)"
   if [ "$flavour" = release ]; then
     # ferrofs as the root filesystem (issue 14): the Debian userland from the cache or built now

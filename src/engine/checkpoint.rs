@@ -188,6 +188,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     let _ = self.log.flash.mark_bad(i as u32);
                 } else {
                     si.state = segstate::FREE;
+                    // a block device may tell its FTL now, off the write path
+                    self.log.flash.discard_hint(i as u32);
                 }
             }
         }

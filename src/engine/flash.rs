@@ -123,4 +123,11 @@ pub trait Flash {
 
     /// Make every completed write durable (a cache flush on a block device; a no-op on raw flash).
     fn flush(&mut self) -> Result<(), FlashError>;
+
+    /// Segment `seg` was freed: nothing in it will be read again (the checkpoint that freed it
+    /// is durable, and the one before it did not refer to it either). A block device may
+    /// discard it when convenient (tell its FTL the data is garbage, so the FTL stops copying
+    /// it); a hint nothing relies on, with no result. The default does nothing: raw flash is
+    /// erased when a segment is reused.
+    fn discard_hint(&mut self, _seg: u32) {}
 }

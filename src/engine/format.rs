@@ -27,6 +27,11 @@ pub const FEATURE_COMPAT_CP_EXT: u64 = 2;
 /// main CRC covers only the first `SB_SIZE` bytes) and write with three heads: the filesystem
 /// stays valid, only the limit is not kept.
 pub const FEATURE_COMPAT_OPEN_SEGMENTS: u64 = 1;
+/// Compatible feature bit 2: the superblock carries the FTL page size a block device was
+/// formatted for (`Superblock::ftl_page`, in the extension at `SB_SIZE + 8` with its own CRC):
+/// the preferred write size the kernel's block backend writes and reads in. Engines that do
+/// not know the bit ignore it and guess the page from the device.
+pub const FEATURE_COMPAT_FTL_PAGE: u64 = 4;
 /// Smallest open-segment limit a superblock may carry: one log head and the checkpoint area.
 pub const OPEN_SEGMENTS_MIN: u32 = 2;
 /// Largest open-segment limit a superblock may carry (anything above 4 behaves as 4: three
@@ -462,12 +467,18 @@ pub struct Superblock {
     /// counted. 0: no limit (the bit is clear; three heads). Stored at offset 209 as u32,
     /// followed by a CRC32C (unseeded) of those 4 bytes.
     pub open_segments: u32,
+    /// FTL page size in bytes (`FEATURE_COMPAT_FTL_PAGE`; block devices): a multiple of the
+    /// write unit that divides the segment. 0: not recorded (the bit is clear). Stored at
+    /// offset 217 as u32, followed by a CRC32C (unseeded) of those 4 bytes.
+    pub ftl_page: u32,
 }
 
 /// Encoded superblock size (the part the main CRC covers).
 pub const SB_SIZE: usize = 4 + 4 + 4 + 8 * 3 + 1 + 4 * 3 + 8 + 8 + 8 + 4 + 4 + 4 * MAX_CP_SEGS * 2;
-/// Size of the superblock extension after `SB_SIZE` (open-segment limit u32 + its CRC32C).
-pub const SB_EXT_SIZE: usize = 8;
+/// Size of the superblock extension after `SB_SIZE`: the open-segment limit (u32 + its CRC32C,
+/// compat bit 0), then the FTL page (u32 + its CRC32C, compat bit 2). Each part is meaningful
+/// only with its bit.
+pub const SB_EXT_SIZE: usize = 16;
 /// Bytes of the superblock a mount reads and a format writes (before padding).
 pub const SB_FULL_SIZE: usize = SB_SIZE + SB_EXT_SIZE;
 
@@ -501,18 +512,21 @@ impl Superblock {
         }
         let crc = crc32c(b);
         crate::engine::codec::put_u32(b, 4, crc)?;
-        if self.compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
-            let e = out.get_mut(SB_SIZE..SB_FULL_SIZE).ok_or(Error::Invalid)?;
-            crate::engine::codec::put_u32(e, 0, self.open_segments)?;
-            let c = crc32c(e.get(..4).ok_or(Error::Invalid)?);
-            crate::engine::codec::put_u32(e, 4, c)?;
+        for (bit, at, v) in [(FEATURE_COMPAT_OPEN_SEGMENTS, SB_SIZE, self.open_segments), (FEATURE_COMPAT_FTL_PAGE, SB_SIZE + 8, self.ftl_page)] {
+            if self.compat & bit != 0 {
+                let e = out.get_mut(at..at + 8).ok_or(Error::Invalid)?;
+                crate::engine::codec::put_u32(e, 0, v)?;
+                let c = crc32c(e.get(..4).ok_or(Error::Invalid)?);
+                crate::engine::codec::put_u32(e, 4, c)?;
+            }
         }
         Ok(())
     }
 
-    /// Decode and validate (magic + CRC; with `FEATURE_COMPAT_OPEN_SEGMENTS`, the extension's
-    /// CRC too: `b` must then hold `SB_FULL_SIZE` bytes). The limit's range is checked by the
-    /// mount (`Engine::mount`), which says why it refuses.
+    /// Decode and validate (magic + CRC; with `FEATURE_COMPAT_OPEN_SEGMENTS` or
+    /// `FEATURE_COMPAT_FTL_PAGE`, the extension's CRCs too: `b` must then hold `SB_FULL_SIZE`
+    /// bytes). The values' ranges are checked by the mount (`Engine::mount`), which says why
+    /// it refuses.
     pub fn decode(full: &[u8]) -> Result<Self> {
         let b = full.get(..SB_SIZE).ok_or(Error::Corrupt)?;
         let mut r = Reader::new(b);
@@ -545,20 +559,24 @@ impl Superblock {
                 *s = r.u32()?;
             }
         }
-        let open_segments = if compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
-            let e = full.get(SB_SIZE..SB_FULL_SIZE).ok_or(Error::Corrupt)?;
+        let ext = |bit: u64, at: usize| -> Result<u32> {
+            if compat & bit == 0 {
+                return Ok(0);
+            }
+            let e = full.get(at..at + 8).ok_or(Error::Corrupt)?;
             let mut er = Reader::new(e);
             let v = er.u32()?;
             let c = er.u32()?;
             if crc32c(e.get(..4).ok_or(Error::Corrupt)?) != c {
                 return Err(Error::Corrupt);
             }
-            v
-        } else {
-            0
+            Ok(v)
         };
+        let open_segments = ext(FEATURE_COMPAT_OPEN_SEGMENTS, SB_SIZE)?;
+        let ftl_page = ext(FEATURE_COMPAT_FTL_PAGE, SB_SIZE + 8)?;
         Ok(Superblock {
             open_segments,
+            ftl_page,
             version,
             compat,
             incompat,

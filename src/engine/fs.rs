@@ -6,7 +6,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
     segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, FEATURE_COMPAT,
-    FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SUPPORTED,
+    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SUPPORTED,
     FEATURE_RO_COMPAT_SUPPORTED, FORMAT_VERSION, MAX_CP_SEGS, NO_SEG, NUM_HEADS, OPEN_SEGMENTS_MAX,
     OPEN_SEGMENTS_MIN, SB_FULL_SIZE, SEGINFO_SIZE, SEGTAB_ENTRIES, S_IFDIR,
 };
@@ -239,10 +239,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 };
             }
         }
+        // a block device's FTL page (the preferred write size), recorded for the kernel
+        let ftl_page = if geo.kind == FlashKind::Block { geo.preferred_write } else { 0 };
+        let mut compat = FEATURE_COMPAT;
+        if limit != 0 {
+            compat |= FEATURE_COMPAT_OPEN_SEGMENTS;
+        }
+        if ftl_page != 0 {
+            compat |= FEATURE_COMPAT_FTL_PAGE;
+        }
         let sb = Superblock {
             open_segments: limit,
+            ftl_page,
             version: FORMAT_VERSION,
-            compat: if limit != 0 { FEATURE_COMPAT | FEATURE_COMPAT_OPEN_SEGMENTS } else { FEATURE_COMPAT },
+            compat,
             incompat: FEATURE_INCOMPAT_HASHED_DIRS,
             ro_compat: 0,
             kind: match geo.kind {
@@ -397,6 +407,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         if let Err(e) = Self::check_superblock(&sb) {
             return Err((e, log.flash));
+        }
+        if sb.compat & FEATURE_COMPAT_FTL_PAGE != 0 {
+            // whole write units that divide the segment (what format records)
+            let p = sb.ftl_page;
+            if p == 0 || !p.is_multiple_of(sb.write_unit.max(1)) || !sb.segment_size.is_multiple_of(p) {
+                return Err((Error::BadFormat, log.flash));
+            }
         }
         if sb.compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0 {
             // a limit of 1 would need checkpoints inside the log (not supported); 0 contradicts

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Power cuts by killing QEMU (issue 9): `make powercut CUTS=N [FS=ferrofs|ubifs] [SEED=S]`.
+# Power cuts by killing QEMU (issue 9): `make powercut CUTS=N [FS=ferrofs|ubifs|ferrofs-blk] [SEED=S]`.
 #
-# The flash is block2mtd over a virtio disk backed by a host file (build/disks/powercut-FS-SEED-flash.img),
+# The flash is block2mtd over a virtio disk backed by a host file (build/disks/powercut-FS-SEED-flash.img;
+# FS=ferrofs-blk: ferrofs on that virtio disk itself, through the block backend, with 1 MiB segments;
+# mtdblock is not cut: nandsim keeps nothing across a reboot, and on mtdblock over block2mtd
+# mkfs.ferrofs did not finish within 60 s in a test guest, its writes then failing with I/O
+# errors: not investigated),
 # the fsync log a second raw virtio disk (powercut-FS-SEED-log.img; both kept if a cut failed). Both use cache=unsafe: a write the
 # guest issued reaches the host file when QEMU performs it and survives the SIGKILL (the host
 # does not crash); whatever the guest had not yet written out (its page cache, including
@@ -42,7 +46,7 @@ PREINIT_S="${PREINIT_S:-200}"
 # runs with fast writeback to approximate a synchronous MTD (WRITEBACK=default shows it without).
 WRITEBACK="${WRITEBACK:-$([ "$FS" = ubifs ] && echo fast || echo default)}"
 SEED="${SEED:-$(( $(od -An -N2 -tu2 /dev/urandom) * 32768 + $(od -An -N2 -tu2 /dev/urandom) ))}"
-case "$FS" in ferrofs|ubifs) ;; *) echo "run-powercut: FS must be ferrofs or ubifs" >&2; exit 2 ;; esac
+case "$FS" in ferrofs|ubifs|ferrofs-blk) ;; *) echo "run-powercut: FS must be ferrofs, ubifs or ferrofs-blk" >&2; exit 2 ;; esac
 
 KDIR="$(kernel_dir)/linux"
 KERNEL="$KDIR/arch/x86/boot/bzImage"
@@ -147,7 +151,7 @@ judge() {
   local prev=$(( i - 1 ))
   pre="$(awk '/^POWERCUT-WORKLOAD-START/ {exit} {print}' "$log")"
   post="$(awk 'f {print} /^POWERCUT-WORKLOAD-START/ {f=1}' "$log")"
-  if [ "$phase" != init ] && [ "$FS" = ferrofs ]; then
+  if [ "$phase" != init ] && [ "$FS" != ubifs ]; then
     line="$(grep -aE '^POWERCUT-FSCK-BEFORE:' <<<"$pre" | tail -n1)"
     if [ -z "$line" ]; then note $prev "no fsck result"; other=$((other + 1))
     else n="$(sed -E 's/.*problems=([0-9]+).*/\1/' <<<"$line")"
@@ -184,7 +188,7 @@ judge() {
   [ -n "$kp" ] && note $prev "ferrofs error: $(head -n1 <<<"$kp")"
   if [ "$phase" = final ]; then
     line="$(grep -aE '^POWERCUT-FSCK-AFTER:' "$log" | tail -n1)"
-    if [ "$FS" = ferrofs ]; then
+    if [ "$FS" != ubifs ]; then
       if [ -z "$line" ]; then note $prev "no final fsck result"; other=$((other + 1))
       else n="$(sed -E 's/.*problems=([0-9]+).*/\1/' <<<"$line")"
         [ "$n" -gt 0 ] && { fsck_errors=$((fsck_errors + n)); note $prev "final fsck: $n problems"; }
@@ -216,7 +220,7 @@ for (( i = 0; i <= CUTS; i++ )); do
   else delay=$(( MIN_S * 1000 + $(rnd $(( (MAX_S - MIN_S) * 1000 + 1 ))) ))
   fi
   mopts=
-  if [ "$FS" = ferrofs ]; then
+  if [ "$FS" != ubifs ]; then
     if [ $(( (i + 1) % 4 )) -eq 2 ]; then mopts="commit=3600:gc=off"
     else case $(rnd 4) in 0) mopts= ;; 1) mopts="commit=1" ;; 2) mopts="commit=3600" ;; 3) mopts="commit=3600:gc=off" ;; esac
     fi

@@ -70,17 +70,38 @@ ferrofs_load_nand() {
   MTD=$(mtd_named "NAND simulator")
 }
 
-# ferrofs_mkfs_mount [mount options]: mkfs.ferrofs on $MTD, insmod, mount on /mnt.
+# ferrofs_device KIND: the medium of a suite that runs on every backend (ferrofs-posix,
+# ferrofs-enospc, ferrofs-corrupt; their -blk and -mtdblock variants set FERROFS_KIND):
+#   nand      nandsim (256 MiB, 128 KiB erase blocks) through MTD: mount mtdN
+#   blk       the virtio disk /dev/vda through the block backend, 1 MiB segments
+#   mtdblock  /dev/mtdblockN over that nandsim (the naive one-erase-block FTL), 1 MiB segments
+# Sets DEV (what mkfs.ferrofs and fsck.ferrofs take), SRC (what mount takes), NAME (the device in
+# ferrofs's messages), SEG (segment bytes) and MKFS_OPTS. ferrofs_device_done unloads nandsim.
+ferrofs_device() {
+  KIND=${1:-nand}
+  case "$KIND" in
+    nand) ferrofs_load_nand; DEV=/dev/mtd$MTD; SRC=mtd$MTD; NAME=mtd$MTD; SEG=131072; MKFS_OPTS= ;;
+    blk) must "the virtio disk /dev/vda is there" test -b /dev/vda
+         DEV=/dev/vda; SRC=$DEV; NAME=vda; SEG=1048576; MKFS_OPTS="--au 1M" ;;
+    mtdblock) ferrofs_load_nand; DEV=/dev/mtdblock$MTD; SRC=$DEV; NAME=mtdblock$MTD; SEG=1048576; MKFS_OPTS="--au 1M" ;;
+    *) must "a known device kind (nand, blk, mtdblock), not '$KIND'" false ;;
+  esac
+  echo "# ferrofs on $DEV ($KIND)"
+}
+ferrofs_device_done() { [ "$KIND" = blk ] || check "rmmod nandsim" rmmod nandsim; }
+
+# ferrofs_mkfs_mount [mount options]: mkfs.ferrofs on $DEV (default: the MTD $MTD), insmod,
+# mount on /mnt.
 ferrofs_mkfs_mount() {
-  must "mkfs.ferrofs /dev/mtd$MTD" mkfs.ferrofs -q /dev/mtd$MTD
+  must "mkfs.ferrofs ${DEV:-/dev/mtd$MTD}" mkfs.ferrofs -q $MKFS_OPTS ${DEV:-/dev/mtd$MTD}
   must "insmod ferrofs.ko" insmod /ferrofs/ferrofs.ko
-  must "mount ferrofs mtd$MTD $*" mount -t ferrofs ${1:+-o "$1"} mtd$MTD /mnt
+  must "mount ferrofs ${SRC:-mtd$MTD} $*" mount -t ferrofs ${1:+-o "$1"} ${SRC:-mtd$MTD} /mnt
 }
 
 # ferrofs_unmount_check: umount, fsck -n clean, rmmod (the inode cache must be empty).
 ferrofs_unmount_check() {
   check "umount /mnt" umount /mnt
-  check "fsck.ferrofs -n clean" fsck.ferrofs -n /dev/mtd$MTD
+  check "fsck.ferrofs -n clean" fsck.ferrofs -n ${DEV:-/dev/mtd$MTD}
   check "rmmod ferrofs (no leaked inodes)" rmmod ferrofs
 }
 

@@ -77,6 +77,9 @@ impl Flash for Flaky {
     fn flush(&mut self) -> Result<(), FlashError> {
         self.inner.flush()
     }
+    fn discard_hint(&mut self, seg: u32) {
+        self.inner.discard_hint(seg)
+    }
 }
 
 type E = Engine<StdPlatform, Flaky>;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use ferrofs_engine::format::{Superblock, FEATURE_COMPAT_OPEN_SEGMENTS, SB_FULL_SIZE, SB_SIZE, S_IFREG};
+use ferrofs_engine::format::{Superblock, FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, SB_FULL_SIZE, SB_SIZE, S_IFREG};
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, FlashKind, FormatOptions, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::{ts, Fs, RamFlash, Rng};
@@ -25,17 +25,17 @@ fn opts() -> MountOptions {
 /// `open_au` units open. (Segments this small hold 4 pages: flushes pad to the write unit
 /// only, see `PAD_TO_CHUNK_MIN_PAGES`; `sim_big` has 256 KiB units, padded to the page.)
 fn sim(open_au: u32, seed: u64) -> BlockSim {
-    sim_with(open_au, seed, 64 * 1024, 128)
+    sim_with(open_au, seed, 64 * 1024, 128, DiscardMode::Stale)
 }
 
 /// 16 MiB of 256 KiB allocation units (16 pages of 16 KiB: flushes pad to the page).
-fn sim_big(open_au: u32, seed: u64) -> BlockSim {
-    sim_with(open_au, seed, 256 * 1024, 64)
+fn sim_big(open_au: u32, seed: u64, discard: DiscardMode) -> BlockSim {
+    sim_with(open_au, seed, 256 * 1024, 64, discard)
 }
 
-fn sim_with(open_au: u32, seed: u64, seg: u32, count: u32) -> BlockSim {
+fn sim_with(open_au: u32, seed: u64, seg: u32, count: u32, discard: DiscardMode) -> BlockSim {
     let mut c = BlockConfig::with_layout(4096, seg, count);
-    c.discard = DiscardMode::Stale;
+    c.discard = discard;
     c.open_au_limit = open_au;
     c.seed = seed;
     BlockSim::new(c).unwrap()
@@ -156,13 +156,18 @@ fn step(fs: &mut E, m: &mut Model, rng: &mut Rng, t: i64, scratch: bool) -> Resu
 }
 
 /// The long workload on a device whose FTL keeps `n` units open, formatted with limit `n`
-/// (`None`: the default). Returns the device's counters.
+/// (`None`: the default). With power cuts the device's discards (erases and the engine's
+/// `discard_hint`s of freed segments) leave what `discard` says. Returns the device's counters.
 fn long_workload(n: u32, limit: Option<u32>, seed: u64, steps: usize, power_cuts: bool) -> ferrofs_flashsim::Counters {
+    long_workload_with(n, limit, seed, steps, power_cuts, DiscardMode::Stale)
+}
+
+fn long_workload_with(n: u32, limit: Option<u32>, seed: u64, steps: usize, power_cuts: bool, discard: DiscardMode) -> ferrofs_flashsim::Counters {
     let what = format!("limit {n}");
     let want = u64::from(n);
     // the power-cut runs on 256 KiB units (flushes padded to the FTL page), the others on
     // 64 KiB units (more segment switches and GC per byte)
-    let dev = if power_cuts { sim_big(n, seed) } else { sim(n, seed) };
+    let dev = if power_cuts { sim_big(n, seed, discard) } else { sim(n, seed) };
     let mut fs = E::mount(format(dev, limit), opts()).map_err(|e| e.0).unwrap();
     if limit != Some(0) {
         assert_eq!(fs.open_segment_limit().0, n);
@@ -184,8 +189,12 @@ fn long_workload(n: u32, limit: Option<u32>, seed: u64, steps: usize, power_cuts
             verify(&mut fs, &m, &format!("{what} remount at {i}"));
         }
         if power_cuts && i % 300 == 150 {
-            // everything so far durable, then scratch work interrupted by a cut
+            // everything so far durable, then scratch work interrupted by a cut; the GC steps
+            // first move durable records, leaving segments the checkpoint still refers to
             fs.sync().unwrap();
+            for _ in 0..2 {
+                fs.gc_step(false).unwrap();
+            }
             let plan = CutPlan { effect: CutEffect::Torn, fill: TornFill::Random, ..CutPlan::default() };
             fs.flash().cut_after_with(1 + rng.below(200), plan);
             let mut scratch = m.clone();
@@ -249,6 +258,19 @@ fn open_segment_limit_holds_through_gc_checkpoints_and_remounts() {
 fn open_segment_limit_holds_through_power_cuts() {
     for n in [2u32, 3] {
         long_workload(n, Some(n), 200 + u64::from(n), 2400, true);
+    }
+}
+
+/// Freed segments are hinted for discard (the kernel's block backend discards them outside the
+/// engine lock): with a device whose discards really drop the data (reads return 0xFF or
+/// zeroes), nothing is lost through GC, checkpoints, remounts and power cuts, and the hints
+/// happened. A hint given too early (a segment the fallback checkpoint or the roll-forward
+/// still needs) would show as a lost or damaged file after a cut.
+#[test]
+fn freed_segments_are_discarded_and_nothing_is_lost() {
+    for (mode, seed) in [(DiscardMode::Ones, 301u64), (DiscardMode::Zeroes, 302)] {
+        let c = long_workload_with(2, Some(2), seed, 2400, true, mode);
+        assert!(c.discard_hints > 20, "{mode:?}: only {} discard hints", c.discard_hints);
     }
 }
 
@@ -419,6 +441,36 @@ fn hostile_open_segment_values_are_refused() {
     forge(&mut g, &sb, |_| {});
     let fs = Fs::mount(g, MountOptions::default()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.open_segment_limit(), (2, 1));
+}
+
+/// A block format records the FTL page (the device's preferred write size) in the superblock
+/// (compat bit 2, its own CRC) for the kernel's block backend; raw flash records none; a value
+/// that is not whole write units dividing the segment is refused, and a damaged one too.
+#[test]
+fn the_ftl_page_is_in_the_superblock() {
+    let f = ram_block(Some(2));
+    let sb = read_sb(&f, 0).unwrap();
+    assert_ne!(sb.compat & FEATURE_COMPAT_FTL_PAGE, 0);
+    assert_eq!(sb.ftl_page, 8192, "RamFlash's preferred write is 2 write units");
+    assert_eq!(read_sb(&f, 0).unwrap(), sb, "both copies agree");
+    let nand = Fs::format(RamFlash::new_nand(32 * 1024, 48, 512), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let nsb = Superblock::decode(&nand.raw()[..SB_FULL_SIZE]).unwrap();
+    assert_eq!((nsb.compat & FEATURE_COMPAT_FTL_PAGE, nsb.ftl_page), (0, 0));
+    for v in [0u32, 4096 + 512, 3 * 4096, 2 * SEG] {
+        let mut g = f.clone();
+        forge(&mut g, &Superblock { ftl_page: v, ..sb }, |_| {});
+        assert_eq!(read_sb(&g, 0).unwrap().ftl_page, v);
+        let r = Fs::mount(g, MountOptions::default());
+        assert_eq!(r.map(|_| ()).map_err(|e| e.0), Err(Error::BadFormat), "ftl_page {v}");
+    }
+    let mut g = f.clone();
+    forge(&mut g, &sb, |b| b[SB_SIZE + 8] ^= 1);
+    assert!(read_sb(&g, 0).is_err(), "a damaged FTL page fails its CRC");
+    // without the bit the field is not read (images before it)
+    let mut g = f.clone();
+    forge(&mut g, &Superblock { compat: sb.compat & !FEATURE_COMPAT_FTL_PAGE, ftl_page: 0, ..sb }, |b| b[SB_SIZE + 8..SB_SIZE + 16].fill(0xFF));
+    assert_eq!(read_sb(&g, 0).unwrap().ftl_page, 0);
+    Fs::mount(g, MountOptions::default()).map_err(|e| e.0).unwrap();
 }
 
 #[test]

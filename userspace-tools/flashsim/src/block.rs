@@ -429,9 +429,12 @@ impl BlockSim {
                 self.counters.ftl_rmw_events += 1;
                 self.counters.ftl_bytes_copied += u64::from(size);
             }
-        } else if offset != 0 {
-            self.counters.ftl_rmw_events += 1;
-            self.counters.ftl_bytes_copied += u64::from(offset);
+        } else {
+            self.counters.ftl_au_opens += 1;
+            if offset != 0 {
+                self.counters.ftl_rmw_events += 1;
+                self.counters.ftl_bytes_copied += u64::from(offset);
+            }
         }
         if end < size {
             self.ftl_open.push((seg, end));
@@ -650,5 +653,20 @@ impl Flash for BlockSim {
         let r = self.do_flush();
         self.log.push(OpKind::Flush, 0, 0, 0, r);
         r
+    }
+
+    /// A discard of the freed segment, as a kernel backend issues it later: the data goes as
+    /// [`DiscardMode`] says, the FTL forgets the unit, the segment counts as closed. Not an
+    /// operation of the power model (no cut point, nothing logged); ignored while the power is
+    /// off or for a segment out of range.
+    fn discard_hint(&mut self, seg: u32) {
+        if self.power.off || seg >= self.geo.segment_count {
+            return;
+        }
+        let at = self.byte_index(seg, 0);
+        self.discard_range(at, self.geo.segment_size as usize);
+        self.ftl_open.retain(|&(s, _)| s != seg);
+        self.set_wp(seg, Some(0));
+        self.counters.discard_hints += 1;
     }
 }

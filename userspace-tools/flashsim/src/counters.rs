@@ -25,6 +25,8 @@ pub struct Counters {
     pub erase_counts: Vec<u64>,
     /// Flush requests.
     pub flushes: u64,
+    /// Segments the engine freed and hinted for discard (`Flash::discard_hint`; block simulator).
+    pub discard_hints: u64,
     /// Segments marked bad through `mark_bad`.
     pub marked_bad: u64,
 
@@ -64,6 +66,9 @@ pub struct Counters {
     /// in the segment), i.e. not on a page boundary: the page's first part was written by an
     /// earlier write, so the FTL writes (or merges) that page twice.
     pub ftl_page_rewrites: u64,
+    /// Cheap-FTL model: allocation units the FTL opened (a write to a unit it did not hold
+    /// open: a fresh erase block to allocate).
+    pub ftl_au_opens: u64,
 }
 
 impl Counters {
@@ -91,6 +96,7 @@ impl Counters {
                 .map(|(i, &c)| d(c, earlier.erase_counts.get(i).copied().unwrap_or(0)))
                 .collect(),
             flushes: d(self.flushes, earlier.flushes),
+            discard_hints: d(self.discard_hints, earlier.discard_hints),
             marked_bad: d(self.marked_bad, earlier.marked_bad),
             invalid_requests: d(self.invalid_requests, earlier.invalid_requests),
             rejected_out_of_range: d(self.rejected_out_of_range, earlier.rejected_out_of_range),
@@ -107,6 +113,7 @@ impl Counters {
             ftl_bytes_copied: d(self.ftl_bytes_copied, earlier.ftl_bytes_copied),
             max_open_segments: self.max_open_segments,
             ftl_page_rewrites: d(self.ftl_page_rewrites, earlier.ftl_page_rewrites),
+            ftl_au_opens: d(self.ftl_au_opens, earlier.ftl_au_opens),
         }
     }
 

@@ -462,6 +462,9 @@ impl Flash for AnySim {
     fn flush(&mut self) -> std::result::Result<(), FlashError> {
         self.as_flash().flush()
     }
+    fn discard_hint(&mut self, seg: u32) {
+        self.as_flash().discard_hint(seg)
+    }
 }
 
 /// A `Flash` working directly on a plain raw image file (no header): a `nanddump`-style raw dump

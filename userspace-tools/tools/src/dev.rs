@@ -110,6 +110,9 @@ impl Flash for Dev {
     fn flush(&mut self) -> Result<(), FlashError> {
         self.flash().flush()
     }
+    fn discard_hint(&mut self, seg: u32) {
+        self.flash().discard_hint(seg)
+    }
 }
 
 /// Geometry hints for raw images and block devices whose superblock cannot be found
@@ -166,7 +169,8 @@ fn sb_geometry(sb: &Superblock) -> Result<Geometry, ToolError> {
         segment_size: sb.segment_size,
         segment_count: sb.segment_count,
         write_unit: sb.write_unit,
-        preferred_write: sb.write_unit,
+        // the FTL page mkfs recorded (block devices), else the write unit
+        preferred_write: if sb.ftl_page != 0 { sb.ftl_page } else { sb.write_unit },
     })
 }
 
@@ -244,7 +248,7 @@ pub fn open_existing(path: &Path, hints: &GeoHints, read_only: bool) -> Result<D
         let opts = BlockDeviceOptions {
             write_unit: geo.write_unit,
             segment_size: geo.segment_size,
-            preferred_write: 0,
+            preferred_write: if geo.preferred_write > geo.write_unit { geo.preferred_write } else { 0 },
             read_only,
             enforce_sequential: true,
         };

@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use ferrofs_engine::crc::{crc32c, crc32c_update};
-use ferrofs_engine::format::{rtype, CpHeader, RecHdr, Superblock, CP_MAGIC, FEATURE_COMPAT_OPEN_SEGMENTS, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_FULL_SIZE, SB_SIZE, S_IFREG};
+use ferrofs_engine::format::{rtype, CpHeader, RecHdr, Superblock, CP_MAGIC, FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_FULL_SIZE, SB_SIZE, S_IFREG};
 use ferrofs_engine::{CreateArgs, FlashKind, FormatOptions, MountOptions, SetAttr, Timespec, ROOT_INO};
 use ferrofs_flashsim::{AnySim, NandConfig, NandSim};
 
@@ -549,19 +549,21 @@ pub fn parse(data: &[u8]) -> Result<Parsed, String> {
 
 // ---------------------------------------------------------------- CRC fix-ups
 
-/// Recomputes the CRC of the superblock copy at `off` (and of its open-segment extension
-/// when the compat feature bit says it has one).
+/// Recomputes the CRC of the superblock copy at `off` (and of the parts of its extension that
+/// the compat feature bits say it has: the open-segment limit, the FTL page).
 pub fn fix_sb(d: &mut [u8], off: usize) {
     if let Some(b) = d.get_mut(off..off + SB_SIZE) {
         b[4..8].fill(0);
         let c = crc32c(b);
         b[4..8].copy_from_slice(&c.to_le_bytes());
     }
-    let ext = d.get(off + 12..off + 20).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) & FEATURE_COMPAT_OPEN_SEGMENTS != 0);
-    if ext == Some(true) {
-        if let Some(e) = d.get_mut(off + SB_SIZE..off + SB_FULL_SIZE) {
-            let c = crc32c(&e[..4]);
-            e[4..8].copy_from_slice(&c.to_le_bytes());
+    let compat = d.get(off + 12..off + 20).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).unwrap_or(0);
+    for (bit, at) in [(FEATURE_COMPAT_OPEN_SEGMENTS, SB_SIZE), (FEATURE_COMPAT_FTL_PAGE, SB_SIZE + 8)] {
+        if compat & bit != 0 {
+            if let Some(e) = d.get_mut(off + at..off + at + 8) {
+                let c = crc32c(&e[..4]);
+                e[4..8].copy_from_slice(&c.to_le_bytes());
+            }
         }
     }
 }

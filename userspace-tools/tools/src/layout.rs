@@ -35,7 +35,7 @@ pub fn read_sb_copy(f: &mut dyn Flash, seg: u32) -> SbCopy {
         Ok(false) => {}
         Err(e) => return SbCopy::Unreadable(format!("{e:?}")),
     }
-    // the main part and the extension (open-segment limit) a compat feature may add
+    // the main part and the extension (open-segment limit, FTL page) compat features may add
     let mut b = [0u8; SB_FULL_SIZE];
     if let Err(e) = f.read(seg, 0, &mut b) {
         return SbCopy::Unreadable(format!("{e:?}"));

@@ -2,6 +2,8 @@
 //!
 //! - [`util`]: errors with exit codes, size parsing, time, formatting;
 //! - [`dev`]: opening a target (simulator image, raw image, MTD, block device) as one [`dev::Dev`];
+//! - [`devhints`]: what sysfs says about a block device's flash, and the geometry mkfs takes from it;
+//! - [`probe`]: the timing probe of a block device's FTL (`mkfs.ferrofs --probe`);
 //! - [`layout`]: read-only parsing of on-flash structures (superblocks, checkpoint slots, segment
 //!   tables, log records, index nodes) with the engine's public `format` functions;
 //! - [`populate`]: copying a directory tree into a filesystem (`mkfs -r`);
@@ -14,9 +16,11 @@
 #![warn(rust_2018_idioms, missing_docs)]
 
 pub mod dev;
+pub mod devhints;
 pub mod hostile;
 pub mod layout;
 pub mod populate;
+pub mod probe;
 pub mod progress;
 pub mod util;
 pub mod walk;

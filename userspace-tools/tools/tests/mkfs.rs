@@ -206,6 +206,29 @@ fn mkfs_empty_filesystem_has_root_only() {
     assert_eq!(f.code, 0, "{}", f.all());
 }
 
+/// --probe, --dry-run and --destructive: block devices only, and the probe writes over a
+/// device that --dry-run would not format only with --destructive (usage errors, exit 16,
+/// nothing created).
+#[test]
+fn mkfs_probe_and_dry_run_flags() {
+    let t = tmp();
+    let img = t.path().join("x.img");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--probe"], "work on a block device"),
+        (&["--dry-run"], "work on a block device"),
+        (&["--probe", "--destructive"], "work on a block device"),
+        (&["--destructive"], "--destructive only lets --probe write during a --dry-run"),
+    ];
+    for (args, msg) in cases {
+        let mut a: Vec<&str> = vec![p(&img)];
+        a.extend_from_slice(args);
+        let r = run(MKFS, &a);
+        assert_eq!(r.code, 16, "{args:?}: {}", r.all());
+        assert!(r.stderr.contains(msg), "{args:?}: expected {msg:?} in {}", r.stderr);
+        assert!(!img.exists(), "{args:?} created the image");
+    }
+}
+
 #[test]
 fn mkfs_geometry_errors_are_clear() {
     let t = tmp();
@@ -347,6 +370,17 @@ fn mkfs_fsck_dump_on_a_loop_block_device() {
     compare_tree(&mut fs, &src, &snap, false);
     // image options make no sense for a device
     assert_eq!(run(MKFS, &[&dev.0, "--size", "1M"]).code, 16);
+    // the probe: refused in a dry run without --destructive; with it, a loop device over a
+    // file shows no structure and the defaults are said; --probe formats (with 1 MiB segments:
+    // 16 of the default 4 MiB leave no room on 64 MiB)
+    let r = run(MKFS, &[&dev.0, "--dry-run", "--probe"]);
+    assert_eq!(r.code, 16);
+    assert!(r.stderr.contains("--destructive"), "{}", r.stderr);
+    let r = run_ok(MKFS, &[&dev.0, "--dry-run", "--probe", "--destructive"]);
+    assert!(r.stdout.contains("the probe found no structure") && r.stdout.contains("segment 4.0 MiB (default"), "{}", r.stdout);
+    let r = run_ok(MKFS, &[&dev.0, "--probe", "--au", "1M"]);
+    assert!(r.stdout.contains("writes test data over all of") && r.stdout.contains("before formatting it"), "{}", r.stdout);
+    assert_eq!(run(FSCK, &["-n", &dev.0]).code, 0);
 }
 
 #[test]

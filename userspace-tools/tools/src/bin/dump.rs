@@ -139,6 +139,9 @@ fn show_superblock(o: &mut dyn Write, dev: &mut Dev, sb_seg: u32, sb: &Superbloc
     } else {
         out!(o, "  open_segments   no limit (three log heads)");
     }
+    if sb.compat & ferrofs_engine::format::FEATURE_COMPAT_FTL_PAGE != 0 {
+        out!(o, "  ftl_page        {} ({}: the block device's preferred write size)", sb.ftl_page, human(u64::from(sb.ftl_page)));
+    }
     for (i, a) in sb.cp_segs.iter().enumerate() {
         let segs: Vec<String> = a.iter().take(sb.cp_area_segs as usize).map(|s| seg_name(*s)).collect();
         out!(o, "  cp_area_{}       {}", if i == 0 { 'A' } else { 'B' }, segs.join(" "));

@@ -497,14 +497,22 @@ fn check(cli: &Cli, hints: &GeoHints, quiet: bool) -> Result<Outcome, ToolError>
             ferrofs_engine::format::OPEN_SEGMENTS_MAX
         ));
     }
+    let paged = sb.compat & ferrofs_engine::format::FEATURE_COMPAT_FTL_PAGE != 0;
+    if paged && (sb.ftl_page == 0 || sb.ftl_page % sb.write_unit.max(1) != 0 || sb.segment_size % sb.ftl_page != 0) {
+        ck.problem(format!(
+            "the superblock's FTL page {} is not a whole number of write units dividing the segment (the filesystem does not mount)",
+            sb.ftl_page
+        ));
+    }
     ck.say(format!(
-        "  superblock: version {}, serial {:#018x}, created {} UTC, copies in segments {} and {}, {}",
+        "  superblock: version {}, serial {:#018x}, created {} UTC, copies in segments {} and {}, {}{}",
         sb.version,
         sb.serial,
         utc_date(sb.created),
         sb.sb_segs[0],
         sb.sb_segs[1],
-        if limited { format!("at most {} segments open", sb.open_segments) } else { "no open-segment limit".to_string() }
+        if limited { format!("at most {} segments open", sb.open_segments) } else { "no open-segment limit".to_string() },
+        if paged { format!(", FTL page {}", human(u64::from(sb.ftl_page))) } else { String::new() }
     ));
 
     // 2. checkpoints

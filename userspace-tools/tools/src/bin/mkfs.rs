@@ -7,7 +7,10 @@ use clap::Parser;
 use ferrofs_engine::space::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{BlockDevice, BlockDeviceOptions, Flash, ImageFlash, MtdDevice, SimFile};
+use ferrofs_engine::format::{OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN};
 use ferrofs_tools::dev::{mounted_at, path_kind, Dev, PathKind};
+use ferrofs_tools::devhints::{defaults_from, sysfs_hints, Choice, MAX_SEGMENT, MIN_SEGMENT};
+use ferrofs_tools::probe::{probe, DirectDevice, ProbeOptions, ProbeReport, ProbeTarget};
 use ferrofs_tools::populate::{nospace_message, populate_with_progress, prescan, PopulateError, PopulateOptions, TreeStats};
 use ferrofs_tools::progress::Progress;
 use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
@@ -44,9 +47,27 @@ struct Cli {
     #[arg(long)]
     block: bool,
 
-    /// Allocation unit (segment) of a block device or block image (default 4M).
+    /// Allocation unit (segment) of a block device or block image. Default: on a block device
+    /// what the kernel reports (an SD card's preferred erase size, an eMMC's erase group, a
+    /// large discard granularity) or what --probe measures, else 4M; on an image 4M.
     #[arg(long, visible_alias = "segment-size", value_name = "BYTES", value_parser = parse_size)]
     au: Option<u64>,
+
+    /// Time the block device first (flashbench-style: reads and writes across boundaries,
+    /// writes to N allocation units round robin) to find its FTL page, allocation unit and
+    /// how many units it keeps open, and format with them. Writes over the whole device.
+    #[arg(long)]
+    probe: bool,
+
+    /// Say what would be made (the geometry and where each value comes from), write nothing.
+    /// Block devices only.
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+
+    /// Let --probe write over the device although --dry-run formats nothing (destroys what
+    /// is on it).
+    #[arg(long)]
+    destructive: bool,
 
     /// Segments written to at once (log heads and the checkpoint area), 2..64, stored in the
     /// superblock: what the device's FTL keeps open without slowing down. 2 (the default on a
@@ -181,8 +202,141 @@ fn image_geometry(cli: &Cli, existing_len: Option<u64>) -> Result<Geometry, Tool
 struct Target {
     dev: Dev,
     bad: usize,
+    /// A block device's geometry and where it came from.
+    block: Option<BlockGeo>,
     /// A new simulator image is written under this name, renamed to the target when complete.
     tmp: Option<TempImage>,
+}
+
+/// The geometry of a block device, each value with its source (docs/tools.md).
+struct BlockGeo {
+    write_unit: u32,
+    segment: Choice,
+    ftl_page: Choice,
+    open_segments: Choice,
+}
+
+impl BlockGeo {
+    fn describe(&self) -> String {
+        format!(
+            "segment {} ({}), FTL page {} ({}), at most {} segments open ({})",
+            human(u64::from(self.segment.value)),
+            self.segment.source,
+            human(u64::from(self.ftl_page.value)),
+            self.ftl_page.source,
+            self.open_segments.value,
+            self.open_segments.source
+        )
+    }
+}
+
+/// The geometry for block device `path`: the command line's values, else the probe's
+/// findings (`--probe`), else what sysfs says, else the defaults.
+fn block_geometry(cli: &Cli, path: &std::path::Path) -> Result<BlockGeo, ToolError> {
+    let hints = sysfs_hints(path);
+    let lbs = hints.map(|h| h.logical_block).filter(|&b| b >= 512 && b.is_power_of_two()).unwrap_or(512);
+    let wu = match cli.unit {
+        Some(u) => to_u32(u, "write unit")?,
+        None => 4096u32.max(lbs),
+    };
+    let mut d = defaults_from(hints.as_ref(), wu);
+    if cli.probe {
+        let r = run_probe(cli, path, lbs)?;
+        if let Some(au) = r.au.value {
+            // a segment is whole AUs, 16 KiB to 64 MiB
+            let v = au.clamp(u64::from(MIN_SEGMENT), u64::from(MAX_SEGMENT)) as u32;
+            d.segment = Choice::new(v, &format!("the probe: {} allocation unit, {}", human(au), r.au.sureness.word()));
+        }
+        if let Some(p) = r.page.value {
+            let v = (p.min(u64::from(u32::MAX)) as u32).max(wu);
+            let why = if u64::from(v) == p { String::new() } else { format!(", raised to the {} write unit", human(u64::from(wu))) };
+            d.ftl_page = Choice::new(v, &format!("the probe: {} page, {}{why}", human(p), r.page.sureness.word()));
+        }
+        if let Some(n) = r.open.value {
+            let v = n.clamp(u64::from(OPEN_SEGMENTS_MIN), u64::from(OPEN_SEGMENTS_MAX)) as u32;
+            let why = if n < u64::from(OPEN_SEGMENTS_MIN) { format!("; ferrofs needs {OPEN_SEGMENTS_MIN}: the checkpoint area and one log head") } else { String::new() };
+            d.open_segments = Choice::new(v, &format!("the probe: {n} open allocation unit{}, {}{why}", if n == 1 { "" } else { "s" }, r.open.sureness.word()));
+        }
+        if r.au.value.is_none() && r.page.value.is_none() && !cli.quiet {
+            println!(
+                "mkfs.ferrofs: the probe found no structure on {}: using segment {} ({}), FTL page {} ({}), {} segments open ({})",
+                path.display(),
+                human(u64::from(d.segment.value)),
+                d.segment.source,
+                human(u64::from(d.ftl_page.value)),
+                d.ftl_page.source,
+                d.open_segments.value,
+                d.open_segments.source
+            );
+        }
+    }
+    if let Some(a) = cli.au {
+        d.segment = Choice::new(to_u32(a, "allocation unit")?, "--au");
+    }
+    if let Some(n) = cli.open_segments {
+        d.open_segments = Choice::new(n, "--open-segments");
+    }
+    // the page is whole write units dividing the segment
+    let (ss, p) = (d.segment.value, d.ftl_page.value);
+    if p == 0 || p % wu.max(1) != 0 || ss % p != 0 {
+        let quad = wu.saturating_mul(4);
+        let v = if quad != 0 && ss % quad == 0 { quad } else { wu };
+        d.ftl_page = Choice::new(v, &format!("{} does not divide the {} segment: {}", human(u64::from(p)), human(u64::from(ss)), if v == wu { "the write unit" } else { "4 write units" }));
+    }
+    Ok(BlockGeo { write_unit: wu, segment: d.segment, ftl_page: d.ftl_page, open_segments: d.open_segments })
+}
+
+/// Run the probe on `path` (writes over it unless this is a dry run without --destructive,
+/// which `check_flags` refuses), print what it found.
+fn run_probe(cli: &Cli, path: &std::path::Path, lbs: u32) -> Result<ProbeReport, ToolError> {
+    if !cli.quiet {
+        if cli.dry_run {
+            println!("mkfs.ferrofs: --probe --destructive writes test data over all of {}: what is on it is lost (nothing is formatted)", path.display());
+        } else {
+            println!("mkfs.ferrofs: --probe writes test data over all of {} before formatting it: what is on it is lost", path.display());
+        }
+    }
+    let mut dev = DirectDevice::open(path, lbs, true).map_err(|e| ToolError::fail(format!("cannot probe {}: {e}", path.display())))?;
+    let r = probe(&mut dev, &ProbeOptions::default()).map_err(|e| ToolError::fail(format!("the probe of {} failed: {e}", path.display())))?;
+    if !cli.quiet {
+        if cli.verbose {
+            for l in &r.table {
+                println!("  {l}");
+            }
+        }
+        println!("mkfs.ferrofs: probe of {} ({}, {}-byte blocks):", path.display(), human(dev.size()), lbs);
+        for (what, f, size) in [("FTL page", &r.page, true), ("allocation unit", &r.au, true), ("open allocation units", &r.open, false)] {
+            let v = match f.value {
+                Some(v) if size => format!("{} ({})", human(v), f.sureness.word()),
+                Some(v) => format!("{v} ({})", f.sureness.word()),
+                None => "none found".to_string(),
+            };
+            println!("  {what}: {v}: {}", f.evidence);
+        }
+    }
+    Ok(r)
+}
+
+/// Usage errors of --probe, --dry-run and --destructive.
+fn check_flags(cli: &Cli) -> Result<(), ToolError> {
+    let kind = path_kind(&cli.target);
+    if (cli.probe || cli.dry_run) && kind != PathKind::BlockDev {
+        return Err(ToolError::usage(format!(
+            "--probe and --dry-run work on a block device; {} is not one",
+            cli.target.display()
+        )));
+    }
+    if cli.dry_run && cli.probe && !cli.destructive {
+        return Err(ToolError::usage(format!(
+            "--probe writes test data over {} and destroys what is on it, and --dry-run formats nothing: \
+             add --destructive to probe anyway (or drop --dry-run to probe and format)",
+            cli.target.display()
+        )));
+    }
+    if cli.destructive && !(cli.dry_run && cli.probe) {
+        return Err(ToolError::usage("--destructive only lets --probe write during a --dry-run"));
+    }
+    Ok(())
 }
 
 /// A simulator image being made: removed unless [`TempImage::install`] renames it into place
@@ -228,19 +382,21 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
                 return Err(ToolError::usage("the geometry of an MTD device is read from the device: drop --nand/--size/--page/--erase/--raw/--block"));
             }
             let d = MtdDevice::open(path).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
-            Ok(Target { dev: Dev::Mtd(d), bad: 0, tmp: None })
+            Ok(Target { dev: Dev::Mtd(d), bad: 0, block: None, tmp: None })
         }
         PathKind::BlockDev => {
             if image_opts || !cli.bad_blocks.is_empty() {
                 return Err(ToolError::usage("a block device's size is its own: drop --nand/--size/--page/--erase/--raw"));
             }
+            let g = block_geometry(cli, path)?;
             let opts = BlockDeviceOptions {
-                write_unit: to_u32(cli.unit.unwrap_or(0), "write unit")?,
-                segment_size: to_u32(cli.au.unwrap_or(4 << 20), "allocation unit")?,
+                write_unit: g.write_unit,
+                segment_size: g.segment.value,
+                preferred_write: g.ftl_page.value,
                 ..BlockDeviceOptions::default()
             };
             let d = BlockDevice::open_with(path, opts).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
-            Ok(Target { dev: Dev::Block(d), bad: 0, tmp: None })
+            Ok(Target { dev: Dev::Block(d), bad: 0, block: Some(g), tmp: None })
         }
         PathKind::Missing | PathKind::File => {
             let existing = if cli.raw && kind == PathKind::File {
@@ -283,9 +439,9 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
                 // written in place, next to the target, renamed over it once complete
                 let tmp = temp_path(path);
                 let sim = SimFile::create(&tmp, geo, &bad).map_err(e)?;
-                return Ok(Target { dev: Dev::SimFile(sim), bad: bad.len(), tmp: Some(TempImage(tmp)) });
+                return Ok(Target { dev: Dev::SimFile(sim), bad: bad.len(), block: None, tmp: Some(TempImage(tmp)) });
             };
-            Ok(Target { dev, bad: bad.len(), tmp: None })
+            Ok(Target { dev, bad: bad.len(), block: None, tmp: None })
         }
     }
 }
@@ -336,7 +492,16 @@ fn open_segments(cli: &Cli) -> Result<Option<u32>, ToolError> {
 }
 
 fn run(cli: &Cli) -> Result<(), ToolError> {
+    check_flags(cli)?;
     let open_segments = open_segments(cli)?;
+    if cli.dry_run {
+        if let Some(m) = mounted_at(&cli.target) {
+            return Err(ToolError::fail(format!("{} is mounted on {m}: unmount it first", cli.target.display())));
+        }
+        let g = block_geometry(cli, &cli.target)?;
+        println!("mkfs.ferrofs: {} (dry run, nothing written): write unit {}, {}", cli.target.display(), human(u64::from(g.write_unit)), g.describe());
+        return Ok(());
+    }
     // Look at the source tree first: an unreadable tree fails before anything is written.
     let need = match &cli.root {
         Some(r) => Some(prescan(r)?),
@@ -352,6 +517,15 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         erase_all(&mut t.dev, cli.quiet)?;
     }
     let serial = cli.serial.unwrap_or_else(random_u64);
+    let open_segments = match &t.block {
+        Some(g) => {
+            if !cli.quiet {
+                println!("mkfs.ferrofs: {}: {}", cli.target.display(), g.describe());
+            }
+            Some(g.open_segments.value)
+        }
+        None => open_segments,
+    };
     let fo = FormatOptions { serial, open_segments, ..FormatOptions::default() };
     let dev = Fs::format(t.dev, &fo, now()).map_err(|(e, _)| match e {
         Error::Invalid => ToolError::fail(format!(
