@@ -137,13 +137,10 @@ impl Pairing {
                 } else if info.group == 0 {
                     info.pair.checked_mul(2)?.checked_sub(1)?
                 } else if info.group == 1 {
-                    let dist = if info.pair == lastpair { 2 } else { 3 };
-                    let p = info.pair.checked_mul(2)?;
-                    if info.pair == 0 {
-                        p
-                    } else {
-                        p.checked_add(dist)?.checked_sub(1)?
-                    }
+                    // (Linux's get_wunit returns page 0 for the upper page of pair 0, which its
+                    // get_info places at page 2: here it is page 2, so that every page maps back)
+                    let dist = if info.pair == lastpair && info.pair != 0 { 2 } else { 3 };
+                    info.pair.checked_mul(2)?.checked_add(dist)?.checked_sub(1)?
                 } else {
                     return None;
                 }
