@@ -1058,9 +1058,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// Flush every head (data heads first, then metadata) and the device cache.
     ///
     /// When the log is intact (every head chained from the last checkpoint, no failed
-    /// program), the last padding record written carries `FLAG_SYNC`: once a record with a
-    /// higher sequence number is on the medium, the device flush after that marker completed,
-    /// so every record numbered below it was durable. Recovery uses this to tell damage (a
+    /// program), the last padding record written carries `FLAG_SYNC`: once a record other than
+    /// padding with a higher sequence number is on the medium, the device flush after that
+    /// marker completed, so every record numbered below it was durable (on MLC NAND padding
+    /// follows the marker before the flush: [`Log::pair_pad`]). Recovery uses this to tell damage (a
     /// durable record that no longer reads back) from a crash (records that never reached the
     /// medium). A failed device flush stops the engine, so no later record can vouch for it.
     pub fn flush_all(&mut self) -> Result<()> {
