@@ -185,6 +185,8 @@ impl CutFlash for RamFlash {
 
 impl CutFlash for NandSim {
     fn arm(&mut self, n: u64) {
+        // a seed per cut point: which page of the write is torn, and whether it was started
+        self.reseed(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x31c);
         self.cut_after_with(n + 1, CutPlan { effect: CutEffect::Torn, fill: TornFill::Random, ..CutPlan::default() });
     }
     fn is_dead(&self) -> bool {
