@@ -925,7 +925,7 @@ fn ace_workloads_block_write_cache() {
 
 /// The ACE workloads on MLC NAND (the NAND geometry; a torn program also destroys the
 /// programmed page sharing its cells), once with Linux's dist3 pairing and once with adjacent
-/// pairs: every cut point of every one-operation workload and of every 13th two-operation one
+/// pairs: every cut point of every one-operation workload and of every 26th two-operation one
 /// (`FERROFS_CRASH_FULL`: every one- and two-operation workload), every 8th with its recovery
 /// cut at each of its device operations.
 #[test]
@@ -937,7 +937,7 @@ fn ace_workloads_mlc() {
         let base = base_model(&tpl);
         let [one, two, _] = workloads(&base);
         let plan = Plan { stride: 1, recovery_every: 8, block: false, opts: opts() };
-        let two = if full { two } else { sample(&two, SAMPLE_TWO, 5) };
+        let two = if full { two } else { sample(&two, 2 * SAMPLE_TWO, 5) };
         tallies.push((names[0], run_all(&tpl, &base, &one, plan)));
         tallies.push((names[1], run_all(&tpl, &base, &two, plan)));
     }

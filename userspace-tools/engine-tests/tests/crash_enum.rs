@@ -620,15 +620,14 @@ fn crash_enumeration_block_open_segments_2() {
     enumerate_on(full, template_block(), 2, 16, WORKLOADS, "crash enumeration (random workloads, block, 2 open segments)");
 }
 
-/// The random workloads on MLC NAND with Linux's dist3 pairing: every cut point of the first
-/// `MLC_WORKLOADS` workloads, both tear modes (a torn program destroying the page that shares
-/// its cells), every 8th with its recovery cut at each device operation (`FERROFS_CRASH_FULL`:
-/// every workload, every recovery).
+/// The random workloads on MLC NAND with Linux's dist3 pairing: every cut point of every
+/// workload, both tear modes (a torn program destroying the page that shares its cells), every
+/// 8th with its recovery cut at each device operation (`FERROFS_CRASH_FULL`: every recovery).
 #[test]
 fn crash_enumeration_mlc_dist3() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     let tpl = template_mlc(PairingScheme::Dist3);
-    let lost = enumerate_on(full, tpl, 1, 8, if full { WORKLOADS } else { MLC_WORKLOADS }, "crash enumeration (random workloads, MLC NAND, dist3 pairing)");
+    let lost = enumerate_on(full, tpl, 1, 8, WORKLOADS, "crash enumeration (random workloads, MLC NAND, dist3 pairing)");
     assert!(lost > 0, "no cut destroyed a paired page: the model was not exercised");
 }
 
@@ -637,12 +636,9 @@ fn crash_enumeration_mlc_dist3() {
 fn crash_enumeration_mlc_adjacent() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     let tpl = template_mlc(PairingScheme::Adjacent);
-    let lost = enumerate_on(full, tpl, 1, 8, if full { WORKLOADS } else { MLC_WORKLOADS }, "crash enumeration (random workloads, MLC NAND, adjacent pairs)");
+    let lost = enumerate_on(full, tpl, 1, 8, WORKLOADS, "crash enumeration (random workloads, MLC NAND, adjacent pairs)");
     assert!(lost > 0, "no cut destroyed a paired page: the model was not exercised");
 }
-
-/// Workloads of each MLC enumeration in `cargo test`.
-const MLC_WORKLOADS: u64 = 16;
 
 #[test]
 fn crash_enumeration_every_workload() {
