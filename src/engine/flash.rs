@@ -88,8 +88,8 @@ pub struct PairInfo {
 /// The pairing schemes the engine knows (Linux's `struct mtd_pairing_scheme` kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PairingScheme {
-    /// Linux's `dist3_pairing_scheme` (drivers/mtd/nand/raw/nand_base.c, used by Hynix and
-    /// Micron MLC parts): page 0 and the odd pages are lower pages, an even page 2k > 0 is the
+    /// Linux's `dist3_pairing_scheme` (drivers/mtd/nand/raw/nand_base.c, set by the Hynix
+    /// H27UCG8T2ETR-BC and Toshiba TC58TEG5DCLTA00 MLC drivers): page 0 and the odd pages are lower pages, an even page 2k > 0 is the
     /// upper page of page 2k - 3 (page 2 of page 0): pairs three pages apart.
     Dist3,
     /// Pairs without distance: pages 2k (lower) and 2k + 1 (upper) share their cells.

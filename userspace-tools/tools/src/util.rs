@@ -91,7 +91,7 @@ pub fn parse_size_u32(s: &str) -> Result<u32, String> {
 }
 
 /// Parse `--pairing`: the page pairing of an MLC NAND chip, `dist3` (Linux's
-/// `dist3_pairing_scheme`, e.g. Hynix and Micron MLC) or `adjacent` (pages 2k and 2k + 1).
+/// `dist3_pairing_scheme`, e.g. Hynix H27UCG8T2ETR-BC, Toshiba TC58TEG5DCLTA00) or `adjacent` (pages 2k and 2k + 1).
 pub fn parse_pairing(s: &str) -> Result<Pairing, String> {
     let scheme = match s {
         "dist3" => PairingScheme::Dist3,
