@@ -74,6 +74,13 @@ impl Flash for KFlash {
         }
     }
 
+    fn pairing(&self) -> Option<crate::engine::flash::Pairing> {
+        match self {
+            KFlash::Mtd(m) => m.pairing(),
+            KFlash::Blk(_) => None,
+        }
+    }
+
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
         match self {
             KFlash::Mtd(m) => m.read(seg, offset, buf),

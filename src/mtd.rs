@@ -2,7 +2,7 @@
 
 //! The MTD backend: the engine's `Flash` over a raw NAND/NOR `struct mtd_info`.
 
-use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+use crate::engine::flash::{Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, PairingScheme, ReadStatus};
 use crate::kfs::{MtdDev, MTD_MLCNANDFLASH, MTD_NANDFLASH};
 use kernel::bindings;
 use kernel::prelude::*;
@@ -18,6 +18,8 @@ pub(crate) struct MtdFlash {
     /// The device accepts writes and erases (`MTD_WRITEABLE`): false for a partition marked
     /// read-only or one that does not start and end on erase-block boundaries.
     writeable: bool,
+    /// MLC NAND: the page pairing, when it is one the engine knows (see [`identify_pairing`]).
+    pairing: Option<Pairing>,
 }
 
 impl MtdFlash {
@@ -26,7 +28,7 @@ impl MtdFlash {
         let (size, erase, write, ty, index, writeable) = (mtd.size(), mtd.erasesize(), mtd.writesize(), mtd.kind(), mtd.index(), mtd.writeable());
         let kind = match ty {
             MTD_NANDFLASH => FlashKind::Nand,
-            // refused by the engine until paired pages are handled (see `FlashKind::MlcNand`)
+            // the engine pads for paired pages when it knows the pairing (`FlashKind::MlcNand`)
             MTD_MLCNANDFLASH => FlashKind::MlcNand,
             // NOR, and the bit-programmable RAM/ROM devices (block2mtd: MTD_RAM)
             _ => FlashKind::Nor,
@@ -38,11 +40,16 @@ impl MtdFlash {
         }
         let count = size / u64::from(erase);
         let segment_count = u32::try_from(count).map_err(|_| EFBIG)?;
+        let pairing = if kind == FlashKind::MlcNand && write_unit == write { identify_pairing(&mtd, erase / write) } else { None };
+        if kind == FlashKind::MlcNand && pairing.is_none() {
+            pr_warn!("mtd{}: MLC NAND with {} pages sharing a cell in a pairing scheme ferrofs does not know (dist3, adjacent pairs)\n", index, mtd.pairing_groups());
+        }
         Ok(MtdFlash {
             mtd,
             geo: Geometry { kind, segment_size: erase, segment_count, write_unit, preferred_write: write_unit },
             index,
             writeable,
+            pairing,
         })
     }
 
@@ -57,6 +64,32 @@ impl MtdFlash {
         let at = self.geo.byte_addr(seg, offset, len).ok_or(FlashError::InvalidRequest)?;
         i64::try_from(at).map_err(|_| FlashError::InvalidRequest)
     }
+}
+
+/// The pairing scheme of an MLC device of `pages` pages per erase block, if it is one the engine
+/// knows: two pages per cell, and `mtd_wunit_to_pairing_info` agrees with the scheme on every
+/// page it answers for. Linux 6.12 answers only for write units below `pages / groups` (it
+/// compares the write unit with the number of pairs), which tells dist3 and adjacent pairs
+/// apart (they differ from page 2 on); a driver whose scheme is neither is not recognised.
+fn identify_pairing(mtd: &MtdDev, pages: u32) -> Option<Pairing> {
+    let groups = mtd.pairing_groups();
+    if groups != 2 || pages < 8 {
+        return None;
+    }
+    let asked = pages / 2;
+    [PairingScheme::Dist3, PairingScheme::Adjacent].into_iter().map(|scheme| Pairing { groups: 2, scheme }).find(|p| {
+        p.max_distance(pages).is_some()
+            && (0..asked).all(|w| {
+                let Ok(wi) = i32::try_from(w) else { return false };
+                match mtd.wunit_pairing(wi) {
+                    Ok((pair, group)) => match (u32::try_from(pair), u32::try_from(group)) {
+                        (Ok(pair), Ok(group)) => p.info(w, pages) == Some(PairInfo { pair, group }),
+                        _ => false,
+                    },
+                    Err(_) => false,
+                }
+            })
+    })
 }
 
 /// What an MTD program or erase error says about the block. Only -EIO (the chip reported a
@@ -76,6 +109,10 @@ fn media_error(ret: i32, media: FlashError) -> FlashError {
 impl Flash for MtdFlash {
     fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    fn pairing(&self) -> Option<Pairing> {
+        self.pairing
     }
 
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {

@@ -49,6 +49,9 @@ u8 ferrofs_mtd_type(const struct mtd_info *mtd) { return mtd->type; }
 int ferrofs_mtd_index(const struct mtd_info *mtd) { return mtd->index; }
 bool ferrofs_mtd_can_have_bb(const struct mtd_info *mtd) { return mtd_can_have_bb(mtd); }
 bool ferrofs_mtd_writeable(const struct mtd_info *mtd) { return mtd->flags & MTD_WRITEABLE; }
+int ferrofs_mtd_pairing_groups(struct mtd_info *mtd) { return mtd_pairing_groups(mtd); }
+int ferrofs_mtd_wunit_to_pairing_info(struct mtd_info *mtd, int wunit, int *pair, int *group)
+{ struct mtd_pairing_info i = { 0 }; int r = mtd_wunit_to_pairing_info(mtd, wunit, &i); *pair = i.pair; *group = i.group; return r; }
 
 /* MTD I/O: exported functions, wrapped so that Rust needs no mtd.h bindings. */
 int ferrofs_mtd_read(struct mtd_info *mtd, loff_t from, size_t len, size_t *retlen, u_char *buf)

@@ -33,6 +33,8 @@ u8 ferrofs_mtd_type(const struct mtd_info *mtd);
 int ferrofs_mtd_index(const struct mtd_info *mtd);
 bool ferrofs_mtd_can_have_bb(const struct mtd_info *mtd);
 bool ferrofs_mtd_writeable(const struct mtd_info *mtd);
+int ferrofs_mtd_pairing_groups(struct mtd_info *mtd);
+int ferrofs_mtd_wunit_to_pairing_info(struct mtd_info *mtd, int wunit, int *pair, int *group);
 int ferrofs_mtd_read(struct mtd_info *mtd, loff_t from, size_t len, size_t *retlen, u_char *buf);
 int ferrofs_mtd_write(struct mtd_info *mtd, loff_t to, size_t len, size_t *retlen, const u_char *buf);
 int ferrofs_mtd_erase(struct mtd_info *mtd, loff_t addr, u64 len);

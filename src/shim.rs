@@ -29,6 +29,8 @@ extern "C" {
     pub(crate) fn ferrofs_mtd_index(mtd: *const mtd_info) -> c_int;
     pub(crate) fn ferrofs_mtd_can_have_bb(mtd: *const mtd_info) -> bool;
     pub(crate) fn ferrofs_mtd_writeable(mtd: *const mtd_info) -> bool;
+    pub(crate) fn ferrofs_mtd_pairing_groups(mtd: *mut mtd_info) -> c_int;
+    pub(crate) fn ferrofs_mtd_wunit_to_pairing_info(mtd: *mut mtd_info, wunit: c_int, pair: *mut c_int, group: *mut c_int) -> c_int;
     pub(crate) fn ferrofs_mtd_read(mtd: *mut mtd_info, from: i64, len: usize, retlen: *mut usize, buf: *mut c_uchar) -> c_int;
     pub(crate) fn ferrofs_mtd_write(mtd: *mut mtd_info, to: i64, len: usize, retlen: *mut usize, buf: *const c_uchar) -> c_int;
     pub(crate) fn ferrofs_mtd_erase(mtd: *mut mtd_info, addr: i64, len: u64) -> c_int;

@@ -351,7 +351,7 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
             match e {
                 EError::BadFormat => pr_err!("{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", name),
                 EError::Corrupt => pr_err!("{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", name),
-                EError::NotSupported if mlc => pr_err!("{}: cannot mount: MLC NAND is not supported yet (a power cut while programming a page can destroy its paired page); use the chip in an SLC mode\n", name),
+                EError::NotSupported if mlc => pr_err!("{}: cannot mount: MLC NAND whose page pairing ferrofs does not know (a power cut while programming a page can destroy its paired page), or a filesystem formatted for SLC NAND (its checkpoint slots leave no room for the pairing); use the chip in an SLC mode, or format it on the MLC device\n", name),
                 e => pr_err!("{}: cannot mount: error {:?}\n", name, e),
             }
             return Err(kerr(e));

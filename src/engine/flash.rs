@@ -23,8 +23,10 @@ pub enum FlashKind {
     Block,
     /// MLC (or TLC) NAND: cells hold several bits, and the pages sharing a cell are programmed
     /// separately ("paired pages"). A power cut while programming an upper page can destroy
-    /// its already-written lower page, which may hold data fsync made durable. The engine does
-    /// not handle pairing yet: `format` and `mount` refuse this kind with
+    /// its already-written lower page, which may hold data fsync made durable. The engine
+    /// pads its durability points so that no later program is the upper page of a page
+    /// holding durable records (docs/design.md, "MLC NAND"), which needs the pairing:
+    /// [`Flash::pairing`]. Without it `format` and `mount` refuse this kind with
     /// `Error::NotSupported` (use the part in an SLC mode, or a pSLC partition, as NAND).
     MlcNand,
 }
@@ -72,6 +74,117 @@ impl Geometry {
     }
 }
 
+/// Where a page of an MLC erase block sits among the pages sharing its cells (Linux's
+/// `struct mtd_pairing_info`): `pair` numbers the cells, `group` the bit (0: the lower page,
+/// programmed first; 1: the upper page; 2 on TLC ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairInfo {
+    /// The pair (cell group) the page belongs to.
+    pub pair: u32,
+    /// Its group in the pair: 0 the lower page.
+    pub group: u32,
+}
+
+/// The pairing schemes the engine knows (Linux's `struct mtd_pairing_scheme` kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairingScheme {
+    /// Linux's `dist3_pairing_scheme` (drivers/mtd/nand/raw/nand_base.c, set by the Hynix
+    /// H27UCG8T2ETR-BC and Toshiba TC58TEG5DCLTA00 MLC drivers): page 0 and the odd pages are lower pages, an even page 2k > 0 is the
+    /// upper page of page 2k - 3 (page 2 of page 0): pairs three pages apart.
+    Dist3,
+    /// Pairs without distance: pages 2k (lower) and 2k + 1 (upper) share their cells.
+    Adjacent,
+}
+
+/// The page pairing of an MLC part: `groups` pages share a cell (2 on MLC), laid out by
+/// `scheme`. A pure function of the page index in an erase block of `pages` pages, both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pairing {
+    /// Pages sharing a cell (Linux's `ngroups`): 2 on MLC.
+    pub groups: u32,
+    /// How the pages of an erase block pair up.
+    pub scheme: PairingScheme,
+}
+
+impl Pairing {
+    /// The pair and group of page `page` of an erase block of `pages` pages (Linux's
+    /// `mtd_wunit_to_pairing_info`); `None` out of range.
+    pub fn info(&self, page: u32, pages: u32) -> Option<PairInfo> {
+        if page >= pages {
+            return None;
+        }
+        Some(match self.scheme {
+            PairingScheme::Dist3 => {
+                let dist = if page == pages.saturating_sub(1) { 2 } else { 3 };
+                if page == 0 || page & 1 == 1 {
+                    PairInfo { pair: page.div_ceil(2), group: 0 }
+                } else {
+                    PairInfo { pair: page.saturating_add(1).saturating_sub(dist) / 2, group: 1 }
+                }
+            }
+            PairingScheme::Adjacent => PairInfo { pair: page / 2, group: page & 1 },
+        })
+    }
+
+    /// The page of `info` in an erase block of `pages` pages (Linux's
+    /// `mtd_pairing_info_to_wunit`); `None` when no page has it.
+    pub fn wunit(&self, info: PairInfo, pages: u32) -> Option<u32> {
+        let page = match self.scheme {
+            PairingScheme::Dist3 => {
+                let lastpair = pages.checked_sub(1)? / 2;
+                if info.group == 0 && info.pair == 0 {
+                    0
+                } else if info.group == 0 {
+                    info.pair.checked_mul(2)?.checked_sub(1)?
+                } else if info.group == 1 {
+                    // (Linux's get_wunit returns page 0 for the upper page of pair 0, which its
+                    // get_info places at page 2: here it is page 2, so that every page maps back)
+                    let dist = if info.pair == lastpair && info.pair != 0 { 2 } else { 3 };
+                    info.pair.checked_mul(2)?.checked_add(dist)?.checked_sub(1)?
+                } else {
+                    return None;
+                }
+            }
+            PairingScheme::Adjacent if info.group < 2 => info.pair.checked_mul(2)?.checked_add(info.group)?,
+            PairingScheme::Adjacent => return None,
+        };
+        (page < pages).then_some(page)
+    }
+
+    /// Check the pairing over an erase block of `pages` pages and return the largest distance
+    /// (in pages) between a page and an earlier page sharing its cells (0: no page shares
+    /// cells). `None` when the description is unusable: a group at or above `groups` (or fewer
+    /// than 2 groups), a page whose pairing does not map back to it, or a page sharing cells
+    /// with a page that is not programmed before it.
+    pub fn max_distance(&self, pages: u32) -> Option<u32> {
+        if self.groups < 2 || pages == 0 {
+            return None;
+        }
+        let mut dist = 0u32;
+        for page in 0..pages {
+            let i = self.info(page, pages)?;
+            if i.group >= self.groups || self.wunit(i, pages)? != page {
+                return None;
+            }
+            for g in 0..i.group {
+                let other = self.wunit(PairInfo { pair: i.pair, group: g }, pages)?;
+                if other >= page {
+                    return None;
+                }
+                dist = dist.max(page.saturating_sub(other));
+            }
+        }
+        Some(dist)
+    }
+
+    /// The earliest page programmed before `page` that shares its cells (its lower page), if
+    /// any: a cut while `page` is programmed can destroy it. Pages of a checked pairing only.
+    pub fn lowest_shared(&self, page: u32, pages: u32) -> Option<u32> {
+        let i = self.info(page, pages)?;
+        (0..i.group).filter_map(|g| self.wunit(PairInfo { pair: i.pair, group: g }, pages)).min()
+    }
+}
+
 /// Result of a successful read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadStatus {
@@ -103,6 +216,12 @@ pub enum FlashError {
 pub trait Flash {
     /// The geometry of the medium.
     fn geometry(&self) -> Geometry;
+
+    /// MLC NAND (`FlashKind::MlcNand`): how the pages of an erase block (a segment) pair up.
+    /// `None` (the default): unknown, and the engine refuses MLC. Ignored on other kinds.
+    fn pairing(&self) -> Option<Pairing> {
+        None
+    }
 
     /// Read `buf.len()` bytes at `offset` inside segment `seg`. Any alignment is allowed.
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError>;

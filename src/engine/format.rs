@@ -670,6 +670,9 @@ pub struct Stats {
     pub max_open_segments: u64,
     /// Segments open now (RAM only).
     pub open_segments: u64,
+    /// Bytes of MLC pair padding programmed since the mount (RAM only): the pages durability
+    /// points add on MLC NAND so that no later program shares cells with durable records.
+    pub pair_pad_bytes: u64,
 }
 
 /// Sequence numbers stay below this (2^62, far beyond any log: 146 000 years at a million
@@ -834,6 +837,7 @@ impl CpHeader {
             retired: r.u64()?,
             free_segments: 0,
             max_open_segments: 0,
+            pair_pad_bytes: 0,
             open_segments: 0,
         };
         let seg_count = r.u32()?;

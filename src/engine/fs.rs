@@ -164,10 +164,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Create a new, empty filesystem on `flash` (mkfs). Returns the flash.
     pub fn format(mut flash: F, fo: &FormatOptions, now: Timespec) -> core::result::Result<F, (Error, F)> {
         let geo = flash.geometry();
-        if geo.kind == FlashKind::MlcNand {
-            // paired pages are not handled (see `FlashKind::MlcNand`)
-            return Err((Error::NotSupported, flash));
-        }
+        // MLC NAND: the pairing must be known (see `FlashKind::MlcNand`)
+        let pair_dist = match Log::<P, F>::medium_pairing(&flash) {
+            Some((_, d)) => d,
+            None if geo.kind == FlashKind::MlcNand => return Err((Error::NotSupported, flash)),
+            None => 0,
+        };
         let wu = geo.write_unit;
         if wu == 0
             || !geo.segment_size.is_multiple_of(wu)
@@ -214,6 +216,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 slot = page_slot;
             }
         }
+        // MLC NAND: every slot ends with pages enough that the next slot's programs share no
+        // cell with this one's blob (`mlc_slot_ok`)
+        slot = slot.saturating_add(u64::from(pair_dist) * u64::from(wu));
         let area_segs = area_of(slot);
         if u64::from(SEGTAB_ENTRIES) * SEGINFO_SIZE as u64 + 512 > u64::from(geo.segment_size) / 2 {
             return Err((Error::Invalid, flash));
@@ -256,10 +261,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             incompat: FEATURE_INCOMPAT_HASHED_DIRS,
             ro_compat: 0,
             kind: match geo.kind {
-                FlashKind::Nand => 0,
+                // MLC follows the NAND rules; its pairing comes from the device at each mount
+                FlashKind::Nand | FlashKind::MlcNand => 0,
                 FlashKind::Nor => 1,
                 FlashKind::Block => 2,
-                FlashKind::MlcNand => return Err((Error::NotSupported, flash)),
             },
             segment_size: geo.segment_size,
             segment_count: geo.segment_count,
@@ -363,12 +368,26 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(())
     }
 
+    /// MLC NAND (`pairing`: the medium's, with its largest pair distance): whether the
+    /// checkpoint slots of `sb` leave, after the blob and its extension, pages enough that
+    /// the programs of the next slot share no cell with it (slot k holds its blob in its first
+    /// `b` pages; a page shares cells with one at most `dist` pages before it, so slot k + 1,
+    /// from page `(k + 1) * slot` on, pairs only with pages from `(k + 1) * slot - dist >=
+    /// k * slot + b` on when `slot >= b + dist`). Always true on other media.
+    fn mlc_slot_ok(sb: &Superblock, pairing: Option<(crate::engine::flash::Pairing, u32)>) -> bool {
+        let Some((_, dist)) = pairing else { return true };
+        let wu = u64::from(sb.write_unit.max(1));
+        let blob = Self::cp_blob_len(sb.segment_count).saturating_add(crate::engine::format::CP_EXT_SIZE as u64);
+        u64::from(sb.cp_slot_size) >= round_up(blob, wu).saturating_add(u64::from(dist).saturating_mul(wu))
+    }
+
     /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
     pub fn mount(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
         let geo = flash.geometry();
-        if geo.kind == FlashKind::MlcNand {
-            // paired pages are not handled (see `FlashKind::MlcNand`): refused, read-only too
-            // (a read-only mount of an MLC part is safe, but a later remount,rw would not be)
+        if geo.kind == FlashKind::MlcNand && Log::<P, F>::medium_pairing(&flash).is_none() {
+            // paired pages cannot be handled without the pairing (see `FlashKind::MlcNand`):
+            // refused, read-only too (a read-only mount of an MLC part is safe, but a later
+            // remount,rw would not be)
             return Err((Error::NotSupported, flash));
         }
         let mut log: Log<P, F> = Log::new(flash, P::Vec::new(), 0);
@@ -407,6 +426,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         if let Err(e) = Self::check_superblock(&sb) {
             return Err((e, log.flash));
+        }
+        if !Self::mlc_slot_ok(&sb, log.pairing) {
+            // formatted for SLC: the checkpoint slots are too close for paired pages
+            return Err((Error::NotSupported, log.flash));
         }
         if sb.compat & FEATURE_COMPAT_FTL_PAGE != 0 {
             // whole write units that divide the segment (what format records)
@@ -607,6 +630,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut s = self.log.stats;
         s.free_segments = u64::from(self.log.free_count());
         s.max_open_segments = u64::from(self.log.open_max);
+        s.pair_pad_bytes = self.log.pair_pad_bytes;
         s.open_segments = u64::from(self.log.open_now);
         s
     }

@@ -2,7 +2,7 @@
 
 use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
-use crate::engine::flash::{Flash, Geometry, ReadStatus};
+use crate::engine::flash::{Flash, FlashKind, Geometry, Pairing, ReadStatus};
 use crate::engine::format::{
     rtype, segstate, HeadState, Key, Loc, RecHdr, SegInfo, Stats, FLAG_SYNC, NO_SEG, NUM_HEADS, REC_HDR,
     SEGHDR_PAYLOAD,
@@ -161,6 +161,12 @@ pub struct Log<P: Platform, F: Flash> {
     pub open_now: u32,
     /// The most segments open at once since the mount.
     pub open_max: u32,
+    /// MLC NAND: the medium's page pairing and its largest pair distance in pages (checked at
+    /// creation; `None` on other media, or when an MLC medium's pairing is unknown or unusable,
+    /// which `format` and `mount` refuse). Durability points pad with it: [`Log::pair_pad`].
+    pub pairing: Option<(Pairing, u32)>,
+    /// Bytes of MLC pair padding ([`Log::pair_pad`]) programmed since the mount.
+    pub pair_pad_bytes: u64,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -168,6 +174,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     pub fn new(flash: F, segs: P::Vec<SegInfo>, seed: u32) -> Self {
         let geo = flash.geometry();
         let wu = geo.write_unit.max(1);
+        let pairing = Self::medium_pairing(&flash);
         let mut chunk = geo.preferred_write;
         if chunk < wu || !chunk.is_multiple_of(wu) || chunk > geo.segment_size {
             chunk = wu;
@@ -194,11 +201,24 @@ impl<P: Platform, F: Flash> Log<P, F> {
             phys: [0, 1, 2],
             fill_on_close: false,
             // (on small segments a page of padding per flush would eat the space reserves)
-            pad_to_chunk: geo.kind == crate::engine::flash::FlashKind::Block
+            pad_to_chunk: geo.kind == FlashKind::Block
                 && chunk > wu
                 && u64::from(geo.segment_size) >= u64::from(chunk).saturating_mul(PAD_TO_CHUNK_MIN_PAGES),
             open_now: 0,
             open_max: 0,
+            pairing,
+            pair_pad_bytes: 0,
+        }
+    }
+
+    /// MLC NAND: the medium's pairing and its largest pair distance over a segment's pages;
+    /// `None` on other media, and on MLC when the pairing is unknown or unusable (see
+    /// [`Pairing::max_distance`]).
+    pub fn medium_pairing(flash: &F) -> Option<(Pairing, u32)> {
+        let geo = flash.geometry();
+        match flash.pairing() {
+            Some(p) if geo.kind == FlashKind::MlcNand => p.max_distance(geo.segment_size / geo.write_unit.max(1)).map(|d| (p, d)),
+            _ => None,
         }
     }
 
@@ -226,7 +246,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             _ => {}
         }
         self.phys = phys;
-        self.fill_on_close = limit != 0 && self.geo.kind == crate::engine::flash::FlashKind::Block;
+        self.fill_on_close = limit != 0 && self.geo.kind == FlashKind::Block;
         Ok(())
     }
 
@@ -947,6 +967,12 @@ impl<P: Platform, F: Flash> Log<P, F> {
             let seq = self.take_seq();
             self.push_pad(h, seq, flags, seg_seq, (wu as usize).saturating_sub(REC_HDR))?;
         }
+        self.program_buf(h, seg)
+    }
+
+    /// Program head `h`'s buffer (whole write units) at its start in `seg`; on a failed
+    /// program the head goes ghost with the buffer kept.
+    fn program_buf(&mut self, h: usize, seg: u32) -> Result<()> {
         let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
         let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
         if buf.is_empty() {
@@ -969,12 +995,73 @@ impl<P: Platform, F: Flash> Log<P, F> {
         Ok(())
     }
 
+    /// The first page from which no page of an erase block of `pages` pages shares cells with
+    /// a page before page `a`: padding up to it keeps every page before `a` out of reach of
+    /// later programs (a page sharing cells with an earlier one is at most `dist` after it).
+    pub fn pair_safe_end(pairing: Pairing, dist: u32, a: u32, pages: u32) -> u32 {
+        let mut end = a;
+        for q in a..a.saturating_add(dist).min(pages) {
+            if pairing.lowest_shared(q, pages).is_some_and(|l| l < a) {
+                end = q.saturating_add(1);
+            }
+        }
+        end
+    }
+
+    /// MLC NAND, after the flush (and the SYNC marker) of a durability point: pad head `h`
+    /// (flushed, at a page boundary) with one PAD record per page up to
+    /// [`Log::pair_safe_end`], so that no later program of its segment is the upper page of a
+    /// page written before the padding (durable records). The padding is numbered above the
+    /// marker: a cut that destroys it later leaves a gap the marker does not vouch for (see
+    /// `Engine::look_ahead`). Every head pads, also one idle since the last durability point:
+    /// its earlier padding sits below this marker now. On an allocation failure nothing stays
+    /// buffered and the sequence numbers are given back.
+    fn pair_pad(&mut self, h: usize) -> Result<()> {
+        let Some((pairing, dist)) = self.pairing else { return Ok(()) };
+        let wu = self.wu();
+        let (seg, pos, seg_seq, ghost, buffered, buf_start) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.seg, hd.pos, hd.seg_seq, hd.ghost, hd.buf.len(), hd.buf_start)
+        };
+        if seg == NO_SEG || ghost || self.has_failed_seg() {
+            return Ok(());
+        }
+        if buffered != 0 || !pos.is_multiple_of(wu) {
+            // only called right after the head was flushed
+            return Err(Error::Invalid);
+        }
+        let pages = self.geo.segment_size / wu;
+        let a = pos / wu;
+        let end = Self::pair_safe_end(pairing, dist, a, pages);
+        let seq = self.next_seq;
+        let mut r = Ok(());
+        for _ in a..end {
+            let s = self.take_seq();
+            r = self.push_pad(h, s, 0, seg_seq, (wu as usize).saturating_sub(REC_HDR));
+            if r.is_err() {
+                break;
+            }
+        }
+        if r.is_ok() {
+            r = self.program_buf(h, seg);
+        }
+        if r.is_err() && !self.failed {
+            self.rollback_head(h, buf_start, 0);
+            self.next_seq = seq;
+        }
+        if r.is_ok() {
+            self.pair_pad_bytes = self.pair_pad_bytes.saturating_add(u64::from(end.saturating_sub(a)).saturating_mul(u64::from(wu)));
+        }
+        r
+    }
+
     /// Flush every head (data heads first, then metadata) and the device cache.
     ///
     /// When the log is intact (every head chained from the last checkpoint, no failed
-    /// program), the last padding record written carries `FLAG_SYNC`: once a record with a
-    /// higher sequence number is on the medium, the device flush after that marker completed,
-    /// so every record numbered below it was durable. Recovery uses this to tell damage (a
+    /// program), the last padding record written carries `FLAG_SYNC`: once a record other than
+    /// padding with a higher sequence number is on the medium, the device flush after that
+    /// marker completed, so every record numbered below it was durable (on MLC NAND padding
+    /// follows the marker before the flush: [`Log::pair_pad`]). Recovery uses this to tell damage (a
     /// durable record that no longer reads back) from a crash (records that never reached the
     /// medium). A failed device flush stops the engine, so no later record can vouch for it.
     pub fn flush_all(&mut self) -> Result<()> {
@@ -996,6 +1083,14 @@ impl<P: Platform, F: Flash> Log<P, F> {
         for h in order {
             if h != usize::MAX {
                 self.flush_head_mark(h, mark == Some(h))?;
+            }
+        }
+        if self.pairing.is_some() {
+            // MLC: after the marker, every head pads past the pages its next programs pair with
+            for h in order {
+                if h != usize::MAX {
+                    self.pair_pad(h)?;
+                }
             }
         }
         match self.flash.flush() {

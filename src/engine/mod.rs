@@ -38,7 +38,7 @@ mod xattr;
 pub use budget::Budget;
 pub use dir::{DirFiller, RENAME_EXCHANGE, RENAME_NOREPLACE};
 pub use error::{Error, Result};
-pub use flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+pub use flash::{Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, PairingScheme, ReadStatus};
 pub use format::{FileType, Inode, Stats, Timespec};
 pub use fs::{Engine, FormatOptions, MountOptions, StatFs, ROOT_INO};
 pub use fsck::{FsckProblem, FsckReport};

@@ -604,14 +604,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// At a gap (record `missing` absent): read the rest of every stream (on copies) and tell
     /// whether `missing` was durable: a `FLAG_SYNC` padding record numbered above it is on the
-    /// medium, and so is a record numbered above that marker (which proves the device flush
-    /// after the marker completed, see `Log::flush_all`). Torn tails and lost head buffers
+    /// medium, and so is a record other than padding numbered above that marker (which proves
+    /// the device flush after the marker completed and its caller returned, see
+    /// `Log::flush_all`; padding after a marker is written by the flush itself, on MLC NAND
+    /// before it returns: `Log::pair_pad`), or a second marker. Torn tails and lost head buffers
     /// never satisfy this; damage to data that fsync or a checkpoint's flush made durable
     /// does. Also returns the highest sequence number and the number of records (padding,
     /// segment headers, index nodes and table chunks aside) that follow.
     fn look_ahead(&mut self, streams: &[Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, missing: u64) -> Result<LookAhead> {
         let mut copy = *streams;
         let mut max_seq = 0u64;
+        // the highest number of a record other than padding
+        let mut max_real = 0u64;
         let mut records = 0u64;
         // the two highest markers above `missing`
         let (mut m1, mut m2) = (0u64, 0u64);
@@ -621,6 +625,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 match st.peeked.take() {
                     Some((h, _)) => {
                         max_seq = max_seq.max(h.seq);
+                        if h.rtype != rtype::PAD {
+                            max_real = max_real.max(h.seq);
+                        }
                         if h.rtype == rtype::PAD && h.flags & FLAG_SYNC != 0 && h.seq > missing {
                             if h.seq > m1 {
                                 m2 = m1;
@@ -637,7 +644,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
             }
         }
-        let durable = (m1 != 0 && m1 < max_seq) || m2 != 0;
+        let durable = (m1 != 0 && m1 < max_real) || m2 != 0;
         Ok(LookAhead { durable, max_seq, records })
     }
 

@@ -69,6 +69,25 @@ impl MtdDev {
         unsafe { shim::ferrofs_mtd_writeable(self.mtd) }
     }
 
+    /// Pages sharing a cell (`mtd_pairing_groups`): 1 without a pairing scheme, 2 on MLC.
+    pub(crate) fn pairing_groups(&self) -> i32 {
+        // SAFETY: `mtd` is valid (type invariant).
+        unsafe { shim::ferrofs_mtd_pairing_groups(self.mtd) }
+    }
+
+    /// The (pair, group) of write unit `wunit` of an erase block (`mtd_wunit_to_pairing_info`),
+    /// or the error it returns.
+    pub(crate) fn wunit_pairing(&self, wunit: i32) -> core::result::Result<(i32, i32), i32> {
+        let (mut pair, mut group) = (0, 0);
+        // SAFETY: `mtd` is valid (type invariant); `pair` and `group` are valid for writes.
+        let r = unsafe { shim::ferrofs_mtd_wunit_to_pairing_info(self.mtd, wunit, &mut pair, &mut group) };
+        if r < 0 {
+            Err(r)
+        } else {
+            Ok((pair, group))
+        }
+    }
+
     /// The device can have bad blocks (`mtd_can_have_bb`).
     pub(crate) fn can_have_bb(&self) -> bool {
         // SAFETY: `mtd` is valid (type invariant).

@@ -7,7 +7,7 @@ pub mod crashcheck;
 pub mod snapshot;
 
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, ReadStatus, Timespec};
+use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, ReadStatus, Timespec};
 pub use ferrofs_flashsim::{CacheLoss, WriteCache};
 
 /// The engine over [`RamFlash`].
@@ -16,7 +16,9 @@ pub type Fs = Engine<StdPlatform, RamFlash>;
 /// An in-memory NAND (or block device) obeying the medium rules of `Flash`:
 /// erased = 0xFF, in-order programming inside a segment, no reprogramming (NAND),
 /// sequential writes (block). It can cut power after a number of operations, tearing the
-/// write in progress.
+/// write in progress. As MLC NAND ([`RamFlash::new_mlc`]) its pages share cells as a
+/// [`Pairing`] says: a cut while a page is programmed (a torn write) also destroys the
+/// programmed pages sharing its cells (reads of them fail `Uncorrectable`).
 #[derive(Clone)]
 pub struct RamFlash {
     geo: Geometry,
@@ -53,6 +55,15 @@ pub struct RamFlash {
     /// The volatile write cache of a block device and what a power cut loses of it (None:
     /// every completed write is durable).
     pub cache: Option<(WriteCache, CacheLoss)>,
+    /// MLC NAND: how the pages of a segment really share cells (None: they do not).
+    pub cells: Option<Pairing>,
+    /// What [`Flash::pairing`] reports (a wrong one shows what the engine's padding is for).
+    pub reported: Option<Pairing>,
+    /// Pages destroyed by a cut during the program of a page sharing their cells: (segment,
+    /// page), until the segment is erased.
+    pub lost_pages: Vec<(u32, u32)>,
+    /// Pages destroyed that way so far (never reset).
+    pub pair_losses: u64,
 }
 
 impl RamFlash {
@@ -83,6 +94,37 @@ impl RamFlash {
             read_error: FlashError::Uncorrectable,
             read_failed: false,
             cache: None,
+            cells: None,
+            reported: None,
+            lost_pages: Vec::new(),
+            pair_losses: 0,
+        }
+    }
+
+    /// A new, fully erased MLC NAND whose pages pair as `pairing` says, and which reports it.
+    pub fn new_mlc(segment_size: u32, segment_count: u32, write_unit: u32, pairing: Pairing) -> Self {
+        let mut f = Self::with_kind(FlashKind::MlcNand, segment_size, segment_count, write_unit);
+        f.cells = Some(pairing);
+        f.reported = Some(pairing);
+        f
+    }
+
+    /// MLC: a program of page `page` of `seg` was interrupted: destroy every programmed page
+    /// (one not all 0xFF) before it that shares its cells.
+    fn pair_damage(&mut self, seg: u32, page: u32) {
+        let Some(p) = self.cells.filter(|_| self.geo.kind == FlashKind::MlcNand) else { return };
+        let wu = self.geo.write_unit;
+        let pages = self.geo.segment_size / wu;
+        let Some(i) = p.info(page, pages) else { return };
+        for g in 0..i.group {
+            if let Some(l) = p.wunit(PairInfo { pair: i.pair, group: g }, pages) {
+                let at = seg as usize * self.geo.segment_size as usize + (l * wu) as usize;
+                let programmed = self.data[at..at + wu as usize].iter().any(|&b| b != 0xFF);
+                if l < page && programmed && !self.lost_pages.contains(&(seg, l)) {
+                    self.lost_pages.push((seg, l));
+                    self.pair_losses += 1;
+                }
+            }
         }
     }
 
@@ -182,6 +224,10 @@ impl Flash for RamFlash {
         self.geo
     }
 
+    fn pairing(&self) -> Option<Pairing> {
+        self.reported
+    }
+
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
         if self.dead {
             return Err(FlashError::PowerCut);
@@ -196,6 +242,11 @@ impl Flash for RamFlash {
                 return Err(self.read_error);
             }
             self.fail_read_in = Some(n - 1);
+        }
+        let wu = self.geo.write_unit;
+        let (first, last) = (offset / wu, (offset + buf.len().max(1) as u32 - 1) / wu);
+        if self.lost_pages.iter().any(|&(s, p)| s == seg && (first..=last).contains(&p)) {
+            return Err(FlashError::Uncorrectable);
         }
         buf.copy_from_slice(&self.data[r]);
         if self.corrected.contains(&seg) {
@@ -230,6 +281,10 @@ impl Flash for RamFlash {
             let half = (wu as usize / 2).min(buf.len() - keep);
             let end = (keep + half).min(buf.len());
             self.store(r.start, &buf[..end]);
+            if end > keep {
+                // the unit at `keep` was being programmed (everything before it is)
+                self.pair_damage(seg, (offset + keep as u32) / wu);
+            }
             return Err(FlashError::PowerCut);
         }
         self.store(r.start, buf);
@@ -258,6 +313,7 @@ impl Flash for RamFlash {
         if matches!(self.geo.kind, FlashKind::Nand | FlashKind::MlcNand) {
             self.data[r].fill(0xFF);
         }
+        self.lost_pages.retain(|&(s, _)| s != seg);
         self.wp[seg as usize] = 0;
         self.erases[seg as usize] += 1;
         Ok(())

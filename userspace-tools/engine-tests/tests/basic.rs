@@ -327,8 +327,9 @@ fn mount_refuses_blank_and_foreign_media_and_bad_geometry() {
 }
 
 /// MLC NAND (paired pages: a cut while programming an upper page can destroy its lower page,
-/// fsync'd data included) is refused until pairing is handled: format and mount (read-only
-/// too) return NotSupported, and the same image mounts as SLC NAND.
+/// fsync'd data included) whose pairing the medium does not report is refused: format and
+/// mount (read-only too) return NotSupported, and the same image mounts as SLC NAND (mlc.rs:
+/// with a pairing).
 #[test]
 fn mlc_nand_is_refused() {
     use ferrofs_engine::{FlashKind, MountOptions};

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use ferrofs_engine::format::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
-use ferrofs_engine::{Budget, CreateArgs, Error, Flash, FlashKind, MountOptions, SetAttr, RENAME_EXCHANGE, ROOT_INO};
+use ferrofs_engine::{Budget, CreateArgs, Error, Flash, FlashKind, MountOptions, Pairing, PairingScheme, SetAttr, RENAME_EXCHANGE, ROOT_INO};
 use ferrofs_engine_tests::crashcheck::{check_after_cut, CutCheck, Oracle, WriteShape, BS};
 use ferrofs_engine_tests::snapshot::{snapshot, Snap};
 use ferrofs_engine_tests::*;
@@ -921,6 +921,27 @@ fn ace_workloads_block_write_cache() {
     let t1 = run_all(&tpl, &base, &one, plan);
     let t2 = run_all(&tpl, &base, &two, plan);
     report("crash enumeration (ACE, block with a write cache)", &[("seq-1", t1), ("seq-2", t2)]);
+}
+
+/// The ACE workloads on MLC NAND (the NAND geometry; a torn program also destroys the
+/// programmed page sharing its cells), once with Linux's dist3 pairing and once with adjacent
+/// pairs: every cut point of every one-operation workload and of every 26th two-operation one
+/// (`FERROFS_CRASH_FULL`: every one- and two-operation workload), every 8th with its recovery
+/// cut at each of its device operations.
+#[test]
+fn ace_workloads_mlc() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    let mut tallies = Vec::new();
+    for (names, scheme) in [(["dist3 seq-1", "dist3 seq-2"], PairingScheme::Dist3), (["adjacent seq-1", "adjacent seq-2"], PairingScheme::Adjacent)] {
+        let tpl = template_on(RamFlash::new_mlc(32 * 1024, 40, 512, Pairing { groups: 2, scheme }));
+        let base = base_model(&tpl);
+        let [one, two, _] = workloads(&base);
+        let plan = Plan { stride: 1, recovery_every: 8, block: false, opts: opts() };
+        let two = if full { two } else { sample(&two, 2 * SAMPLE_TWO, 5) };
+        tallies.push((names[0], run_all(&tpl, &base, &one, plan)));
+        tallies.push((names[1], run_all(&tpl, &base, &two, plan)));
+    }
+    report("crash enumeration (ACE, MLC NAND: dist3, adjacent pairs)", &tallies);
 }
 
 /// The generator: counts, distinct workloads, every operation and persistence variant in the

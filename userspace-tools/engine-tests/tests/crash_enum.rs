@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, FlashKind, MountOptions, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
+use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, FlashKind, MountOptions, Pairing, PairingScheme, Platform, SetAttr, ROOT_INO, RENAME_EXCHANGE};
 use ferrofs_engine_tests::failalloc::{self, FailFs};
 use ferrofs_engine_tests::crashcheck::{check_after_cut, clean_remount, expect_state, CutCheck, Oracle, WriteShape};
 use ferrofs_engine_tests::crashload::{diff, pick, read_state, State};
@@ -397,6 +397,13 @@ fn template_block() -> RamFlash {
     fs.unmount().map_err(|e| e.0).unwrap()
 }
 
+/// MLC NAND of the NAND template's geometry (64 pages of 512 bytes per segment) whose pages
+/// share cells as `scheme` says: a torn program also destroys the programmed page sharing its
+/// cells (`RamFlash::new_mlc`).
+fn template_mlc(scheme: PairingScheme) -> RamFlash {
+    template_on(RamFlash::new_mlc(32 * 1024, 40, 512, Pairing { groups: 2, scheme }))
+}
+
 fn template_on(f: RamFlash) -> RamFlash {
     let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
@@ -505,8 +512,8 @@ fn enumerate(full: bool) {
 
 /// Every `stride`-th cut point of each workload (all of them when `full`), every
 /// `recovery_every`-th of those (all when `full`) with every device operation of the recovery
-/// cut in turn too.
-fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: u64, workloads: u64, label: &str) {
+/// cut in turn too. Returns the pages MLC pairing destroyed at the cuts (0 on other media).
+fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: u64, workloads: u64, label: &str) -> u64 {
     let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(default_stride).max(1);
     let block = tpl.geometry().kind == FlashKind::Block;
     let base = {
@@ -516,6 +523,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
     let mut checked = 0u64;
     let mut recovery = 0u64;
     let mut with_cache = 0u64;
+    let mut pair_lost = 0u64;
     let mut failures = Vec::new();
     let mut kinds = BTreeMap::new();
     for w in 0..workloads {
@@ -564,6 +572,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
                     }
                     happened = true;
                     with_cache += u64::from(cached(&f));
+                    pair_lost += f.pair_losses;
                     match check_after_cut(&cc, f, done) {
                         Ok(n) => {
                             checked += 1;
@@ -585,7 +594,10 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
         }
     }
     let all = checked + recovery;
-    let cache = if block { format!(", {with_cache} with writes in the cache") } else { String::new() };
+    let mut cache = if block { format!(", {with_cache} with writes in the cache") } else { String::new() };
+    if tpl.cells.is_some() {
+        cache += &format!(", {pair_lost} paired pages destroyed");
+    }
     println!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures", failures.len());
     eprintln!("{label}: {workloads} workloads, {all} cut points checked ({checked} in the workloads{cache}, {recovery} in the recoveries), {} failures; operations: {kinds:?}", failures.len());
     assert!(!block || with_cache * 2 > checked, "only {with_cache} of {checked} cuts found writes in the cache");
@@ -593,6 +605,7 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
         eprintln!("{f}");
     }
     assert!(failures.is_empty(), "{} failures", failures.len());
+    pair_lost
 }
 
 /// The same workloads on a block device with the default open-segment limit (2: every record
@@ -605,6 +618,26 @@ fn enumerate_on(full: bool, tpl: RamFlash, default_stride: u64, recovery_every: 
 fn crash_enumeration_block_open_segments_2() {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     enumerate_on(full, template_block(), 2, 16, WORKLOADS, "crash enumeration (random workloads, block, 2 open segments)");
+}
+
+/// The random workloads on MLC NAND with Linux's dist3 pairing: every cut point of every
+/// workload, both tear modes (a torn program destroying the page that shares its cells), every
+/// 8th with its recovery cut at each device operation (`FERROFS_CRASH_FULL`: every recovery).
+#[test]
+fn crash_enumeration_mlc_dist3() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    let tpl = template_mlc(PairingScheme::Dist3);
+    let lost = enumerate_on(full, tpl, 1, 8, WORKLOADS, "crash enumeration (random workloads, MLC NAND, dist3 pairing)");
+    assert!(lost > 0, "no cut destroyed a paired page: the model was not exercised");
+}
+
+/// The same with pairs of adjacent pages.
+#[test]
+fn crash_enumeration_mlc_adjacent() {
+    let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
+    let tpl = template_mlc(PairingScheme::Adjacent);
+    let lost = enumerate_on(full, tpl, 1, 8, WORKLOADS, "crash enumeration (random workloads, MLC NAND, adjacent pairs)");
+    assert!(lost > 0, "no cut destroyed a paired page: the model was not exercised");
 }
 
 #[test]

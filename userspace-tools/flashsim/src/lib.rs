@@ -81,4 +81,4 @@ pub use power::{CutEffect, CutPlan, Op, OpKind, TornFill};
 pub use rng::SimRng;
 
 /// The engine's medium interface, re-exported for convenience.
-pub use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+pub use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, PairingScheme, ReadStatus};

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, ReadStatus};
 
 use crate::counters::{Counters, Reject};
 use crate::error::{Error, Result};
@@ -24,8 +24,13 @@ pub struct NandConfig {
     pub pages_per_block: u32,
     /// Number of erase blocks (segments).
     pub block_count: u32,
-    /// `FlashKind::Nand` (default) or `FlashKind::Nor`; both follow the NAND rules here.
+    /// `FlashKind::Nand` (default), `FlashKind::Nor` or `FlashKind::MlcNand`; all follow the
+    /// NAND rules here.
     pub kind: FlashKind,
+    /// `FlashKind::MlcNand`: how the pages of a block share cells (the simulator destroys the
+    /// pages sharing cells with a page whose program a power cut interrupts) and what the
+    /// device reports ([`Flash::pairing`]). `None`: no pairing is modelled or reported.
+    pub pairing: Option<Pairing>,
     /// Preferred write size (a multiple of `page_size`); 0 means one page.
     pub preferred_write: u32,
     /// Factory bad blocks.
@@ -42,6 +47,7 @@ impl NandConfig {
             pages_per_block: DEFAULT_PAGES_PER_BLOCK,
             block_count,
             kind: FlashKind::Nand,
+            pairing: None,
             preferred_write: 0,
             bad_blocks: Vec::new(),
             seed: 0,
@@ -57,6 +63,9 @@ impl NandConfig {
     pub fn geometry(&self) -> Result<Geometry> {
         if self.kind == FlashKind::Block {
             return Err(Error::InvalidGeometry("NandSim models raw flash; use BlockSim for FlashKind::Block".into()));
+        }
+        if self.pairing.is_some() && self.kind != FlashKind::MlcNand {
+            return Err(Error::InvalidGeometry(format!("a page pairing needs FlashKind::MlcNand, not {:?}", self.kind)));
         }
         if self.page_size == 0 || self.pages_per_block == 0 || self.block_count == 0 {
             return Err(Error::InvalidGeometry(format!(
@@ -77,6 +86,11 @@ impl NandConfig {
                 "preferred write {preferred_write} is not a multiple of the page size {} within a block",
                 self.page_size
             )));
+        }
+        if let Some(p) = self.pairing {
+            if p.max_distance(self.pages_per_block).is_none() {
+                return Err(Error::InvalidGeometry(format!("pairing {p:?} does not describe {} pages per block", self.pages_per_block)));
+            }
         }
         if let Some(b) = self.bad_blocks.iter().find(|&&b| b >= self.block_count) {
             return Err(Error::InvalidGeometry(format!("bad block {b} beyond the {} blocks", self.block_count)));
@@ -128,6 +142,10 @@ struct NandFaults {
 /// a started page counts as programmed even when it still reads as all 0xFF (like unstable bits
 /// on real NAND), so programming it again is a rewrite.
 ///
+/// MLC ([`NandConfig::pairing`]): when page `k` was started, the programmed pages sharing its
+/// cells (its lower page) read uncorrectable until their block is erased
+/// ([`NandSim::paired_pages_lost`]); a cut at any other point behaves as on SLC.
+///
 /// Torn erase model: with [`TornFill::Unwritten`] the first pages of the block (a random count) are
 /// erased and the others keep their old data; with [`TornFill::Random`] each page is either erased
 /// or filled with random bits. A page still holding data counts as programmed.
@@ -145,6 +163,8 @@ pub struct NandSim {
     rng: SimRng,
     counters: Counters,
     log: OpLog,
+    pairing: Option<Pairing>,
+    paired_lost: u64,
 }
 
 impl NandSim {
@@ -173,6 +193,8 @@ impl NandSim {
             rng: SimRng::new(config.seed),
             counters: Counters::new(geo.segment_count),
             log: OpLog::default(),
+            pairing: config.pairing,
+            paired_lost: 0,
         };
         for &b in &config.bad_blocks {
             sim.bad[b as usize] = true;
@@ -197,6 +219,7 @@ impl NandSim {
             pages_per_block: geo.segment_size / geo.write_unit,
             block_count: geo.segment_count,
             kind: geo.kind,
+            pairing: None,
             preferred_write: geo.preferred_write,
             bad_blocks: bad_blocks.to_vec(),
             seed: 0,
@@ -482,7 +505,28 @@ impl NandSim {
             self.next_page[seg as usize] = self.next_page[seg as usize].max(pg + 1);
             self.counters.pages_programmed += 1;
             self.counters.bytes_programmed += cut as u64;
+            self.pair_damage(seg, pg);
         }
+    }
+
+    /// MLC: the program of page `page` of `seg` was interrupted: the programmed pages before
+    /// it that share its cells become uncorrectable until the block is erased.
+    fn pair_damage(&mut self, seg: u32, page: u32) {
+        let Some(p) = self.pairing else { return };
+        let Some(i) = p.info(page, self.ppb) else { return };
+        for g in 0..i.group {
+            if let Some(l) = p.wunit(PairInfo { pair: i.pair, group: g }, self.ppb).filter(|&l| l < page) {
+                let gp = u64::from(seg) * u64::from(self.ppb) + u64::from(l);
+                if self.programmed[gp as usize] && self.faults.uncorrectable_pages.insert(gp) {
+                    self.paired_lost += 1;
+                }
+            }
+        }
+    }
+
+    /// MLC: pages destroyed so far by cuts during the program of a page sharing their cells.
+    pub fn paired_pages_lost(&self) -> u64 {
+        self.paired_lost
     }
 
     fn erase_block(&mut self, seg: u32) {
@@ -690,6 +734,10 @@ impl NandSim {
 impl Flash for NandSim {
     fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    fn pairing(&self) -> Option<Pairing> {
+        self.pairing
     }
 
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> std::result::Result<ReadStatus, FlashError> {

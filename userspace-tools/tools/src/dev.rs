@@ -125,6 +125,9 @@ pub struct GeoHints {
     pub unit: Option<u32>,
     /// Erase block size (raw flash) or allocation unit (block device).
     pub segment: Option<u32>,
+    /// The page pairing of an MLC NAND MTD device (`--pairing`), which MTD does not report to
+    /// userspace: without it the engine refuses MLC.
+    pub pairing: Option<ferrofs_engine::Pairing>,
 }
 
 /// Look for a ferrofs superblock in a raw file or block device: at offset 0, then at
@@ -187,7 +190,15 @@ pub fn open_existing(path: &Path, hints: &GeoHints, read_only: bool) -> Result<D
     let ft = meta.file_type();
     if ft.is_char_device() {
         let r = if read_only { MtdDevice::open_read_only(path) } else { MtdDevice::open(path) };
-        return r.map(Dev::Mtd).map_err(|e| ToolError::op(format!("cannot open {}: {e}", path.display())));
+        let mut d = r.map_err(|e| ToolError::op(format!("cannot open {}: {e}", path.display())))?;
+        if d.geometry().kind == FlashKind::MlcNand && hints.pairing.is_none() {
+            return Err(ToolError::op(format!(
+                "{} is MLC NAND: give its page pairing with --pairing dist3|adjacent (the scheme of its driver)",
+                path.display()
+            )));
+        }
+        d.set_pairing(hints.pairing);
+        return Ok(Dev::Mtd(d));
     }
     if ft.is_dir() {
         return Err(ToolError::op(format!("{} is a directory, not a ferrofs image or device", path.display())));

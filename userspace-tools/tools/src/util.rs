@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use ferrofs_engine::{Error, Timespec};
+use ferrofs_engine::{Error, Pairing, PairingScheme, Timespec};
 
 /// fsck(8) exit code: no errors.
 pub const EXIT_OK: i32 = 0;
@@ -88,6 +88,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn parse_size_u32(s: &str) -> Result<u32, String> {
     let v = parse_size(s)?;
     u32::try_from(v).map_err(|_| format!("size '{s}' is too large (at most 4 GiB - 1)"))
+}
+
+/// Parse `--pairing`: the page pairing of an MLC NAND chip, `dist3` (Linux's
+/// `dist3_pairing_scheme`, e.g. Hynix H27UCG8T2ETR-BC, Toshiba TC58TEG5DCLTA00) or `adjacent` (pages 2k and 2k + 1).
+pub fn parse_pairing(s: &str) -> Result<Pairing, String> {
+    let scheme = match s {
+        "dist3" => PairingScheme::Dist3,
+        "adjacent" => PairingScheme::Adjacent,
+        _ => return Err(format!("unknown pairing '{s}': dist3 or adjacent")),
+    };
+    Ok(Pairing { groups: 2, scheme })
 }
 
 /// Human-readable binary size (`12.5 MiB`).

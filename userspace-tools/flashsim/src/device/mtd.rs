@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
-use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, ReadStatus};
+use ferrofs_engine::flash::{Flash, FlashError, FlashKind, Geometry, Pairing, ReadStatus};
 
 use crate::counters::{Counters, Reject};
 use crate::device::flash_error_from_io;
@@ -61,7 +61,9 @@ impl MtdInfo {
     /// media (NOR, RAM) the write unit is at least 512 bytes, as in the kernel module.
     pub fn geometry(&self, writable: bool) -> Result<Geometry> {
         let kind = match self.mtd_type {
-            MTD_NANDFLASH | MTD_MLCNANDFLASH => FlashKind::Nand,
+            MTD_NANDFLASH => FlashKind::Nand,
+            // its page pairing is not reported to userspace: see `MtdDevice::set_pairing`
+            MTD_MLCNANDFLASH => FlashKind::MlcNand,
             MTD_NORFLASH | MTD_DATAFLASH | MTD_RAM => FlashKind::Nor,
             MTD_ABSENT => return Err(Error::WrongDeviceKind("the MTD device is absent".into())),
             MTD_ROM => return Err(Error::WrongDeviceKind("the MTD device is a ROM".into())),
@@ -124,6 +126,7 @@ pub struct MtdDevice {
     info: MtdInfo,
     geo: Geometry,
     counters: Counters,
+    pairing: Option<Pairing>,
 }
 
 impl MtdDevice {
@@ -162,7 +165,13 @@ impl MtdDevice {
             Err(e) => return Err(Error::io(path, "MEMGETINFO", e)),
         };
         let geo = info.geometry(writable)?;
-        Ok(Self { file, path: path.to_path_buf(), info, geo, counters: Counters::new(geo.segment_count) })
+        Ok(Self { file, path: path.to_path_buf(), info, geo, counters: Counters::new(geo.segment_count), pairing: None })
+    }
+
+    /// MLC NAND: the page pairing of the chip (its driver's scheme), which the MTD ioctls do not
+    /// report; the engine refuses MLC without one. Ignored on other kinds.
+    pub fn set_pairing(&mut self, pairing: Option<Pairing>) {
+        self.pairing = pairing.filter(|_| self.geo.kind == FlashKind::MlcNand);
     }
 
     /// What `MEMGETINFO` reported.
@@ -208,6 +217,10 @@ pub(crate) fn read_status_from_ecc(
 impl Flash for MtdDevice {
     fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    fn pairing(&self) -> Option<Pairing> {
+        self.pairing
     }
 
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> std::result::Result<ReadStatus, FlashError> {
@@ -345,6 +358,8 @@ mod tests {
         assert_eq!(g.write_unit, 2048);
         let nor = MtdInfo { mtd_type: MTD_NORFLASH, write_size: 1, ..nand_info() };
         assert_eq!(nor.geometry(true).unwrap().kind, FlashKind::Nor);
+        let mlc = MtdInfo { mtd_type: MTD_MLCNANDFLASH, ..nand_info() };
+        assert_eq!(mlc.geometry(true).unwrap().kind, FlashKind::MlcNand);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use ferrofs_tools::layout::{
     scan_superblocks, seg_name, state_name, CpSlot, SbCopy,
 };
 use ferrofs_tools::util::{
-    clap_exit, decode_rdev, errno_name, fmt_time, human, mode_string, parse_size_u32, show_name, utc_date, ToolError,
+    clap_exit, decode_rdev, errno_name, fmt_time, human, mode_string, parse_pairing, parse_size_u32, show_name, utc_date, ToolError,
     EXIT_FAILURE,
 };
 use ferrofs_tools::walk::{list_dir, mount, resolve};
@@ -74,6 +74,10 @@ struct Cli {
     /// Segment size when it cannot be read from the superblock.
     #[arg(long, value_parser = parse_size_u32, alias = "erase")]
     au: Option<u32>,
+
+    /// The page pairing of an MLC NAND MTD device: dist3 or adjacent (MTD does not report it).
+    #[arg(long, value_parser = parse_pairing, value_name = "SCHEME")]
+    pairing: Option<ferrofs_engine::Pairing>,
 }
 
 macro_rules! out {
@@ -474,7 +478,7 @@ fn do_cat(o: &mut dyn Write, fs: &mut Fs, path: &str) -> Result<(), ToolError> {
 }
 
 fn run(cli: &Cli) -> Result<i32, ToolError> {
-    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
+    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au, pairing: cli.pairing };
     let mut dev = open_existing(&cli.device, &hints, true)?;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();

@@ -17,7 +17,7 @@ use ferrofs_tools::layout::{
     state_name, CpSlot, SbCopy,
 };
 use ferrofs_tools::util::{
-    clap_exit, errno_name, human, parse_size_u32, show_name, utc_date, ToolError, EXIT_CANCELLED, EXIT_CORRECTED,
+    clap_exit, errno_name, human, parse_pairing, parse_size_u32, show_name, utc_date, ToolError, EXIT_CANCELLED, EXIT_CORRECTED,
     EXIT_OK, EXIT_UNCORRECTED,
 };
 use ferrofs_tools::progress::Progress;
@@ -67,6 +67,10 @@ struct Cli {
     /// Segment size (erase block or allocation unit) when it cannot be read from the superblock.
     #[arg(long, value_parser = parse_size_u32, alias = "erase")]
     au: Option<u32>,
+
+    /// The page pairing of an MLC NAND MTD device: dist3 or adjacent (MTD does not report it).
+    #[arg(long, value_parser = parse_pairing, value_name = "SCHEME")]
+    pairing: Option<ferrofs_engine::Pairing>,
 }
 
 struct Checker {
@@ -825,7 +829,7 @@ fn list_problems(cli: &Cli, ck: &Checker) {
 }
 
 fn run(cli: &Cli) -> Result<i32, ToolError> {
-    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au };
+    let hints = GeoHints { block: cli.block, unit: cli.unit, segment: cli.au, pairing: cli.pairing };
     if let Some(dir) = ferrofs_tools::dev::mounted_at(&cli.device) {
         if !cli.no_action {
             return Err(ToolError::op(format!(

@@ -13,7 +13,7 @@ use ferrofs_tools::devhints::{defaults_from, sysfs_hints, Choice, MAX_SEGMENT, M
 use ferrofs_tools::probe::{probe, DirectDevice, ProbeOptions, ProbeReport, ProbeTarget};
 use ferrofs_tools::populate::{nospace_message, populate_with_progress, prescan, PopulateError, PopulateOptions, TreeStats};
 use ferrofs_tools::progress::Progress;
-use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
+use ferrofs_tools::util::{clap_exit, errno_name, human, now, parse_pairing, parse_size, random_u64, ToolError, EXIT_FAILURE, EXIT_USAGE};
 use ferrofs_tools::walk::mount;
 use ferrofs_tools::Fs;
 
@@ -75,6 +75,11 @@ struct Cli {
     /// 0: no limit (the default on raw flash).
     #[arg(long, value_name = "N")]
     open_segments: Option<u32>,
+
+    /// The page pairing of an MLC NAND MTD device (MTD does not report it to userspace):
+    /// dist3 (Linux's dist3 scheme) or adjacent. Required for MLC, refused for anything else.
+    #[arg(long, value_parser = parse_pairing, value_name = "SCHEME")]
+    pairing: Option<ferrofs_engine::Pairing>,
 
     /// Write unit of a block device or block image (default 4k).
     #[arg(long, value_parser = parse_size)]
@@ -369,6 +374,9 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
     let path = &cli.target;
     let kind = path_kind(path);
     let image_opts = cli.nand.is_some() || cli.size.is_some() || cli.page.is_some() || cli.erase.is_some() || cli.raw;
+    if cli.pairing.is_some() && !matches!(kind, PathKind::CharDev) {
+        return Err(ToolError::usage("--pairing describes an MLC NAND MTD device (/dev/mtdN); images and block devices have none"));
+    }
     match kind {
         PathKind::Dir => Err(ToolError::fail(format!("{} is a directory, not an image file or a device", path.display()))),
         PathKind::Other => Err(ToolError::fail(format!("{} is not an image file, an MTD device or a block device", path.display()))),
@@ -381,7 +389,16 @@ fn open_target(cli: &Cli) -> Result<Target, ToolError> {
             if image_opts || cli.block || !cli.bad_blocks.is_empty() {
                 return Err(ToolError::usage("the geometry of an MTD device is read from the device: drop --nand/--size/--page/--erase/--raw/--block"));
             }
-            let d = MtdDevice::open(path).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
+            let mut d = MtdDevice::open(path).map_err(|e| ToolError::fail(format!("cannot use {}: {e}", path.display())))?;
+            let mlc = d.geometry().kind == FlashKind::MlcNand;
+            if mlc != cli.pairing.is_some() {
+                return Err(ToolError::usage(if mlc {
+                    "this MTD device is MLC NAND: give its page pairing with --pairing dist3|adjacent (the scheme of its driver)"
+                } else {
+                    "--pairing describes MLC NAND; this MTD device is not MLC"
+                }));
+            }
+            d.set_pairing(cli.pairing);
             Ok(Target { dev: Dev::Mtd(d), bad: 0, block: None, tmp: None })
         }
         PathKind::BlockDev => {
@@ -537,7 +554,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         Error::Io => ToolError::fail(
             "cannot write the superblocks: the first two good segments must be among segments 0..63, or the device failed",
         ),
-        Error::NotSupported => ToolError::fail("this medium is not supported (MLC NAND), or the open-segment limit is below 2"),
+        Error::NotSupported => ToolError::fail("this medium is not supported (MLC NAND without a usable page pairing), or the open-segment limit is below 2"),
         e => ToolError::fail(format!("format failed: {}", errno_name(e))),
     })?;
     let mut copied: Option<(TreeStats, Vec<String>)> = None;
