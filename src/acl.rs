@@ -158,7 +158,7 @@ impl NewAcls {
         let mut n = 0;
         for (ty, a) in [(AclType::Default, &self.default), (AclType::Access, &self.access)] {
             if let (Some((_, x)), Some(slot)) = (a, ch.get_mut(n)) {
-                *slot = XattrChange { name: ty.xattr_name(), value: Some(x) };
+                *slot = XattrChange { name: ty.xattr_name(), value: Some(x.as_slice()) };
                 n += 1;
             }
         }
@@ -194,7 +194,7 @@ impl ChmodAcl {
 
     /// The xattr change that stores it.
     pub(crate) fn change(&self) -> XattrChange<'_> {
-        XattrChange { name: AclType::Access.xattr_name(), value: Some(&self.value) }
+        XattrChange { name: AclType::Access.xattr_name(), value: Some(self.value.as_slice()) }
     }
 
     /// Put it in the ACL cache, once stored.

@@ -96,7 +96,7 @@ fn refused_calls_leave_nothing_done() {
     let bad_name = [CHANGES[0], XattrChange { name: &long, value: Some(b"v") }];
     assert_eq!(fs.setattr_xattrs(ino, &bad_name, &attrs(), ts(2)).err(), Some(Error::Range));
     let big = vec![7u8; fs.xattr_value_max() + 1];
-    let too_big = [CHANGES[0], XattrChange { name: ADDED, value: Some(&big) }];
+    let too_big = [CHANGES[0], XattrChange { name: ADDED, value: Some(big.as_slice()) }];
     assert_eq!(fs.setattr_xattrs(ino, &too_big, &attrs(), ts(2)).err(), Some(Error::Range));
     assert_eq!(fs.setattr_xattrs(999_999, &CHANGES, &attrs(), ts(2)).err(), Some(Error::NotFound));
     assert_eq!(state(&mut fs, ino), old());
