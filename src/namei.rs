@@ -74,8 +74,8 @@ fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, 
             let r = if is_dir { fs.rmdir(dino, name, t) } else { fs.unlink(dino, name, t) };
             r.map_err(kerr).and_then(|_| refresh(&mut fs, dir))
         };
-        if let Err(e) = res {
-            pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, e.to_errno());
+        if let Err(u) = res {
+            pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, u.to_errno());
         }
         inode.clear_nlink();
         return Err(e);
@@ -85,29 +85,34 @@ fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, 
 }
 
 /// The rest of a creation, on the new inode `inode` (engine inode `a`, not yet visible through
-/// a dentry; `dir` locked): the VFS's ownership rules, the inherited ACLs with the final `mode`
-/// (one engine call), the LSM's label.
+/// a dentry; `dir` locked): its ownership and ACLs (symlinks have none), then the LSM's label.
 fn finish_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, inode: &Inode, a: &EInode, mode: u32, acls: Option<&NewAcls>) -> Result {
-    let (info, t) = (dir.info(), a.ctime);
     if let Some(acls) = acls {
-        // setgid directories, idmaps
-        inode.init_owner(idmap, dir, mode);
-        let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
-        if nuid != a.uid || ngid != a.gid || nmode != a.mode || !acls.is_empty() {
-            let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
-            // The result is taken first so that the engine lock is released before any `iput`.
-            let res = acls.store(&mut info.lock(), a.ino, &sa, t);
-            res.map_err(kerr)?;
-        }
-        acls.cache(inode);
+        init_owner(idmap, dir, inode, a, mode, acls)?;
     }
     // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
     // Without an LSM (the test kernel has none) this returns 0 without calling back.
-    let mut ctx = SecCtx { info, ino: a.ino, now: t };
+    let mut ctx = SecCtx { info: dir.info(), ino: a.ino, now: a.ctime };
     let r = init_security(inode, dir, dentry, &mut ctx);
     if r != 0 {
         return Err(Error::from_errno(r));
     }
+    Ok(())
+}
+
+/// Let the VFS apply its ownership rules (setgid directories, idmaps) to the new `inode`
+/// (engine attributes `a`, created with `acls.create_mode(mode)`), not yet visible through a
+/// dentry, and record them with its final `mode` and inherited ACLs in one engine call.
+fn init_owner(idmap: &Idmap, dir: &Inode, inode: &Inode, a: &EInode, mode: u32, acls: &NewAcls) -> Result {
+    inode.init_owner(idmap, dir, mode);
+    let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
+    if nuid != a.uid || ngid != a.gid || nmode != a.mode || !acls.is_empty() {
+        let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
+        // The result is taken first so that the engine lock is released before any `iput`.
+        let res = acls.store(&mut dir.info().lock(), a.ino, &sa, a.ctime);
+        res.map_err(kerr)?;
+    }
+    acls.cache(inode);
     Ok(())
 }
 
