@@ -153,7 +153,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 if v.len() > self.xattr_value_max() {
                     return Err(Error::Range);
                 }
-                need = need.saturating_add((REC_HDR + 1 + c.name.len() + v.len()) as u64);
+                need = need.saturating_add((REC_HDR + 1) as u64).saturating_add(c.name.len() as u64).saturating_add(v.len() as u64);
                 sets = true;
             }
         }
