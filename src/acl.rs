@@ -59,7 +59,7 @@ fn read_acl(inode: &Inode, ty: AclType) -> Result<Option<Acl>> {
     };
     let v = v.as_slice().get(..n).ok_or(EIO)?;
     Acl::from_xattr(v).map_err(|e| {
-        if e == EINVAL || e == EOPNOTSUPP {
+        if e == EINVAL || e.to_errno() == -(bindings::EOPNOTSUPP as c_int) {
             let which = if ty == AclType::Access { "access" } else { "default" };
             pr_err!("{}: corrupt {} ACL on inode {} ({} bytes)\n", info.dev, which, ino, v.len());
             Error::from_errno(-(bindings::EUCLEAN as c_int))

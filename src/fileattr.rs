@@ -68,7 +68,7 @@ pub(crate) unsafe extern "C" fn fileattr_set(_idmap: *mut bindings::mnt_idmap, d
         let inode = dentry.inode().ok_or(ENOENT)?;
         let flags = fa.flags();
         if fa.has_fsx() || flags & !FLAGS != 0 {
-            return Err(EOPNOTSUPP);
+            return Err(Error::from_errno(-(bindings::EOPNOTSUPP as c_int)));
         }
         let t = inode.now();
         // The VFS inode and the engine change together under the engine lock, as in setattr.

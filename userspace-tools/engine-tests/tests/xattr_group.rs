@@ -21,7 +21,7 @@ fn template() -> (RamFlash, u64) {
 }
 
 fn get(fs: &mut Fs, ino: u64, name: &[u8]) -> Option<Vec<u8>> {
-    let mut b = [0u8; 64];
+    let mut b = [0u8; 8192];
     match fs.getxattr(ino, name, &mut b) {
         Ok(n) => Some(b[..n].to_vec()),
         Err(Error::NoData) => None,
@@ -40,14 +40,18 @@ fn old() -> State {
     (0o640, 6, Some(b"old-acl".to_vec()), Some(b"x".to_vec()), None)
 }
 
+/// The new values span many 512-byte write units, so that cuts fall inside the group.
+static NEW_ACL: [u8; 5000] = [0xA5; 5000];
+static NEW_ADDED: [u8; 3000] = [0x5A; 3000];
+
 fn new() -> State {
-    (0o600, 9, Some(b"the new ACL value".to_vec()), None, Some(b"y".to_vec()))
+    (0o600, 9, Some(NEW_ACL.to_vec()), None, Some(NEW_ADDED.to_vec()))
 }
 
 const CHANGES: [XattrChange<'static>; 3] = [
-    XattrChange { name: ACL, value: Some(b"the new ACL value") },
+    XattrChange { name: ACL, value: Some(&NEW_ACL) },
     XattrChange { name: OTHER, value: None },
-    XattrChange { name: ADDED, value: Some(b"y") },
+    XattrChange { name: ADDED, value: Some(&NEW_ADDED) },
 ];
 
 fn attrs() -> SetAttr {
@@ -75,7 +79,7 @@ fn all_or_nothing_at_every_cut() {
         } else if s == new() {
             seen_new = true;
         } else {
-            panic!("cut {n}: half an atomic group: {s:?}");
+            panic!("cut {n}: half an atomic group: mode {:o} gid {} ACL {:?} bytes, OTHER {:?}, ADDED {:?} bytes", s.0, s.1, s.2.map(|v| v.len()), s.3, s.4.map(|v| v.len()));
         }
         if !cut {
             // the fsync returned: the whole change is durable
@@ -83,7 +87,7 @@ fn all_or_nothing_at_every_cut() {
             break;
         }
     }
-    assert!(seen_old && seen_new, "the cuts never fell on both sides");
+    assert!(seen_old && seen_new, "the cuts never fell on both sides (old {seen_old}, new {seen_new})");
 }
 
 #[test]
