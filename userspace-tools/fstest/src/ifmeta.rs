@@ -8,7 +8,8 @@
 //! ferrofs-fstest ifmeta verify DIR   DIR/persist after a remount or a power cut (read-only)
 //! ```
 //!
-//! Runs as root; the permission checks fork children as uids 1000 and 1001.
+//! Runs as root, in DIR (relative paths); the permission checks fork children as uids 1000 and
+//! 1001.
 
 use std::path::{Path, PathBuf};
 
@@ -62,6 +63,13 @@ pub fn main(args: &[String]) -> i32 {
     }
     // SAFETY: umask only changes this process's file creation mask.
     unsafe { libc::umask(0o022) };
+    // Paths relative to DIR: the children that drop to uids 1000 and 1001 inherit the working
+    // directory and need not search the directories above it (a busybox initramfs's / is 0700).
+    if let Err(e) = std::env::set_current_dir(&dir) {
+        r.fail("chdir DIR", "success", e);
+        return r.finish();
+    }
+    let dir = PathBuf::from(".");
     if sub == "run" {
         let base = dir.join("ifmeta");
         r.group("setup", |r| {
