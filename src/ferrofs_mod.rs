@@ -30,6 +30,8 @@ mod namei;
 mod ops;
 mod super_;
 mod xattr;
+mod acl;
+mod fileattr;
 
 module! {
     type: Ferrofs,

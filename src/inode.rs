@@ -10,6 +10,7 @@ use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::{FileType, Inode as EInode};
+use crate::acl::ChmodAcl;
 use crate::engine::SetAttr;
 use crate::kfs::{kerr, DelayedCall, Dentry, EvictingInode, Iattr, Idmap, Iget, Inode, InodeRef, SuperBlock};
 use crate::ops::OPS;
@@ -22,6 +23,7 @@ pub(crate) fn iget(sb: &SuperBlock, a: &EInode) -> Result<InodeRef> {
         Iget::New(i) => i,
     };
     inode.set_attrs(a, true);
+    crate::fileattr::set_iflags(&inode, a.flags);
     let ops = &OPS;
     match FileType::from_mode(a.mode) {
         Some(FileType::Regular) => inode.set_ops(&ops.file_iops, Some(&ops.file_fops), Some(&ops.aops)),
@@ -132,6 +134,8 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
                 size_changed = true;
             }
         }
+        // A chmod of an inode with an access ACL changes the ACL too, in the same engine call.
+        let acl = if valid & bindings::ATTR_MODE != 0 { ChmodAcl::new(inode, attr.mode())? } else { None };
         // The VFS inode and the engine change together under the engine lock, so that
         // `write_inode` (which copies under that lock) never stores an older copy after them.
         let mut fs = info.lock();
@@ -143,10 +147,18 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
             inode.touch_mtime_ctime();
         }
         let a = inode.attrs();
-        if let Err(e) = fs.setattr(ino, &a, inode.now()) {
+        let r = match &acl {
+            None => fs.setattr(ino, &a, inode.now()),
+            Some(acl) => fs.setattr_xattrs(ino, &[acl.change()], &a, inode.now()),
+        };
+        if let Err(e) = r {
             // nothing half done: the VFS inode keeps what the engine keeps
             inode.restore_attrs(&old);
             return Err(kerr(e));
+        }
+        drop(fs);
+        if let Some(acl) = acl {
+            acl.cache(inode);
         }
         Ok(0)
     })

@@ -7,8 +7,9 @@ use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint};
 use kernel::prelude::*;
+use crate::acl::NewAcls;
 use crate::engine::error::Error as EError;
-use crate::engine::format::NAME_MAX;
+use crate::engine::format::{Inode as EInode, NAME_MAX};
 use crate::engine::{CreateArgs, SetAttr};
 use crate::inode::{iget, refresh};
 use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode};
@@ -47,47 +48,71 @@ fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, 
     let t = dir.now();
     let dino = dir.ino();
     let (uid, gid) = current_fsids();
+    let is_dir = target.is_none() && mode & bindings::S_IFMT == bindings::S_IFDIR;
+    // The ACLs inherited from the default ACL of `dir`, and the mode they (or the umask) leave.
+    let mut mode = mode;
+    let acls = match target {
+        Some(_) => None,
+        None => Some(NewAcls::new(dir, &mut mode)?),
+    };
+    let cmode = acls.as_ref().map_or(mode, |a| a.create_mode(mode));
     let mut fs = info.lock();
     let a = match target {
         Some(tgt) => fs.symlink(dino, name, tgt, uid, gid, t),
-        None if mode & bindings::S_IFMT == bindings::S_IFDIR => fs.mkdir(dino, name, mode & 0o7777, uid, gid, t),
-        None => fs.create(dino, name, &CreateArgs { mode, uid, gid, rdev }, t),
+        None if is_dir => fs.mkdir(dino, name, cmode & 0o7777, uid, gid, t),
+        None => fs.create(dino, name, &CreateArgs { mode: cmode, uid, gid, rdev }, t),
     }
     .map_err(kerr)?;
     refresh(&mut fs, dir)?;
     drop(fs);
     // dropped (`iput`) on every error path below, after the engine lock
     let inode = iget(dir.sb(), &a)?;
-    // Let the VFS apply its ownership rules (setgid directories, idmaps); record any change.
-    if target.is_none() {
-        // not yet visible through a dentry; `dir` is locked
-        inode.init_owner(idmap, dir, inode.mode());
-        let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
-        if nuid != a.uid || ngid != a.gid || nmode != a.mode {
-            let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
-            // The result is taken first so that the engine lock is released before `iput`.
-            let res = info.lock().setattr(a.ino, &sa, t);
-            res.map_err(kerr)?;
-        }
-    }
-    // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
-    // Without an LSM (the test kernel has none) this returns 0 without calling back.
-    let mut ctx = SecCtx { info, ino: a.ino, now: t };
-    let r = init_security(&inode, dir, dentry, &mut ctx);
-    if r != 0 {
+    if let Err(e) = finish_node(idmap, dir, dentry, &inode, &a, mode, acls.as_ref()) {
         // Undo the creation: drop the name; the inode goes with this last reference.
         let res = {
             let mut fs = info.lock();
-            let r = if mode & bindings::S_IFMT == bindings::S_IFDIR && target.is_none() { fs.rmdir(dino, name, t) } else { fs.unlink(dino, name, t) };
+            let r = if is_dir { fs.rmdir(dino, name, t) } else { fs.unlink(dino, name, t) };
             r.map_err(kerr).and_then(|_| refresh(&mut fs, dir))
         };
-        if let Err(e) = res {
-            pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, e.to_errno());
+        if let Err(u) = res {
+            pr_warn!("{}: could not undo the creation of inode {} ({}); fsck will report it\n", info.dev, a.ino, u.to_errno());
         }
         inode.clear_nlink();
-        return Err(Error::from_errno(r));
+        return Err(e);
     }
     dentry.instantiate(inode);
+    Ok(())
+}
+
+/// The rest of a creation, on the new inode `inode` (engine inode `a`, not yet visible through
+/// a dentry; `dir` locked): its ownership and ACLs (symlinks have none), then the LSM's label.
+fn finish_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, inode: &Inode, a: &EInode, mode: u32, acls: Option<&NewAcls>) -> Result {
+    if let Some(acls) = acls {
+        init_owner(idmap, dir, inode, a, mode, acls)?;
+    }
+    // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
+    // Without an LSM (the test kernel has none) this returns 0 without calling back.
+    let mut ctx = SecCtx { info: dir.info(), ino: a.ino, now: a.ctime };
+    let r = init_security(inode, dir, dentry, &mut ctx);
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+/// Let the VFS apply its ownership rules (setgid directories, idmaps) to the new `inode`
+/// (engine attributes `a`, created with `acls.create_mode(mode)`), not yet visible through a
+/// dentry, and record them with its final `mode` and inherited ACLs in one engine call.
+fn init_owner(idmap: &Idmap, dir: &Inode, inode: &Inode, a: &EInode, mode: u32, acls: &NewAcls) -> Result {
+    inode.init_owner(idmap, dir, mode);
+    let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
+    if nuid != a.uid || ngid != a.gid || nmode != a.mode || !acls.is_empty() {
+        let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
+        // The result is taken first so that the engine lock is released before any `iput`.
+        let res = acls.store(&mut dir.info().lock(), a.ino, &sa, a.ctime);
+        res.map_err(kerr)?;
+    }
+    acls.cache(inode);
     Ok(())
 }
 

@@ -4,9 +4,11 @@
 
 use kernel::bindings;
 
+use crate::acl::{get_inode_acl, set_acl};
 use crate::data::{file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
 use crate::dir::{dir_llseek, iterate_shared};
 use crate::file::{file_llseek, fsync};
+use crate::fileattr::{fileattr_get, fileattr_set};
 use crate::inode::{evict_inode, get_link, setattr, write_inode};
 use crate::kfs::{alloc_inode, free_inode, migrate_folio, no_callbacks, Table};
 use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
@@ -51,11 +53,19 @@ pub(crate) static OPS: Ops = Ops {
         rename: Some(rename),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
+        get_inode_acl: Some(get_inode_acl),
+        set_acl: Some(set_acl),
+        fileattr_get: Some(fileattr_get),
+        fileattr_set: Some(fileattr_set),
         ..no_callbacks()
     }),
     file_iops: Table(bindings::inode_operations {
         setattr: Some(setattr),
         listxattr: Some(listxattr),
+        get_inode_acl: Some(get_inode_acl),
+        set_acl: Some(set_acl),
+        fileattr_get: Some(fileattr_get),
+        fileattr_set: Some(fileattr_set),
         ..no_callbacks()
     }),
     symlink_iops: Table(bindings::inode_operations {
@@ -67,6 +77,8 @@ pub(crate) static OPS: Ops = Ops {
     special_iops: Table(bindings::inode_operations {
         setattr: Some(setattr),
         listxattr: Some(listxattr),
+        get_inode_acl: Some(get_inode_acl),
+        set_acl: Some(set_acl),
         ..no_callbacks()
     }),
     dir_fops: Table(bindings::file_operations {

@@ -213,3 +213,26 @@ int ferrofs_init_security(struct inode *inode, struct inode *dir, const struct d
 { return security_inode_init_security(inode, dir, &dentry->d_name, ferrofs_initxattrs, fs_data); }
 const char *ferrofs_xattr_entry(const struct xattr *xs, size_t i, void **value, size_t *len)
 { *value = xs[i].value; *len = xs[i].value_len; return xs[i].name; }
+
+/* POSIX ACLs (src/kfs/acl.rs; posix_acl.h and posix_acl_xattr.h are not in the bindings). The
+ * stored form is the xattr form with ids in the initial user namespace, as ext4 and UBIFS keep
+ * it; __posix_acl_chmod's copy is made GFP_NOFS. */
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
+struct posix_acl *ferrofs_posix_acl_from_xattr(const void *value, size_t size) { return posix_acl_from_xattr(&init_user_ns, value, size); }
+int ferrofs_posix_acl_to_xattr(const struct posix_acl *acl, void *buf, size_t size) { return posix_acl_to_xattr(&init_user_ns, acl, buf, size); }
+void ferrofs_posix_acl_dup(struct posix_acl *acl) { posix_acl_dup(acl); }
+void ferrofs_posix_acl_release(struct posix_acl *acl) { posix_acl_release(acl); }
+int ferrofs_posix_acl_create(struct inode *dir, umode_t *mode, struct posix_acl **default_acl, struct posix_acl **acl)
+{ return posix_acl_create(dir, mode, default_acl, acl); }
+int ferrofs_posix_acl_update_mode(struct mnt_idmap *idmap, struct inode *inode, umode_t *mode, struct posix_acl **acl)
+{ return posix_acl_update_mode(idmap, inode, mode, acl); }
+int ferrofs_posix_acl_chmod(struct posix_acl **acl, umode_t mode) { return __posix_acl_chmod(acl, GFP_NOFS, mode); }
+struct posix_acl *ferrofs_get_inode_acl(struct inode *inode, int type) { return get_inode_acl(inode, type); }
+void ferrofs_set_cached_acl(struct inode *inode, int type, struct posix_acl *acl) { set_cached_acl(inode, type, acl); }
+
+/* FS_IOC_GETFLAGS/SETFLAGS (src/kfs/fileattr.rs): struct fileattr is opaque to Rust. */
+#include <linux/fileattr.h>
+u32 ferrofs_fileattr_flags(const struct fileattr *fa) { return fa->flags; }
+bool ferrofs_fileattr_has_fsx(const struct fileattr *fa) { return fileattr_has_fsx(fa); }
+void ferrofs_fileattr_fill_flags(struct fileattr *fa, u32 flags) { fileattr_fill_flags(fa, flags); }

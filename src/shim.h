@@ -146,4 +146,18 @@ void ferrofs_vma_set_ops(struct vm_area_struct *vma, const struct vm_operations_
 void ferrofs_mark_inode_dirty(struct inode *inode);
 #include <linux/migrate_mode.h>
 int ferrofs_migrate_folio(struct address_space *m, struct folio *dst, struct folio *src, enum migrate_mode mode);
+struct posix_acl;
+struct fileattr;
+struct posix_acl *ferrofs_posix_acl_from_xattr(const void *value, size_t size);
+int ferrofs_posix_acl_to_xattr(const struct posix_acl *acl, void *buf, size_t size);
+void ferrofs_posix_acl_dup(struct posix_acl *acl);
+void ferrofs_posix_acl_release(struct posix_acl *acl);
+int ferrofs_posix_acl_create(struct inode *dir, umode_t *mode, struct posix_acl **default_acl, struct posix_acl **acl);
+int ferrofs_posix_acl_update_mode(struct mnt_idmap *idmap, struct inode *inode, umode_t *mode, struct posix_acl **acl);
+int ferrofs_posix_acl_chmod(struct posix_acl **acl, umode_t mode);
+struct posix_acl *ferrofs_get_inode_acl(struct inode *inode, int type);
+void ferrofs_set_cached_acl(struct inode *inode, int type, struct posix_acl *acl);
+u32 ferrofs_fileattr_flags(const struct fileattr *fa);
+bool ferrofs_fileattr_has_fsx(const struct fileattr *fa);
+void ferrofs_fileattr_fill_flags(struct fileattr *fa, u32 flags);
 #endif

@@ -6,6 +6,7 @@ use kernel::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_void};
 use kernel::bindings::{
     address_space, delayed_call, dentry, dir_context, file, folio, fs_context, fs_parameter, inode,
     kmem_cache, kstatfs, mtd_info, block_device, bio, page, readahead_control, seq_file, super_block, xattr, xattr_handler,
+    posix_acl, mnt_idmap, fileattr, umode_t,
 };
 
 /// `fill_super` callback type taken by `get_tree_mtd` and `get_tree_bdev`.
@@ -134,4 +135,16 @@ extern "C" {
     pub(crate) fn ferrofs_set_current_state(state: c_uint);
     pub(crate) fn ferrofs_init_security(inode: *mut inode, dir: *mut inode, dentry: *const dentry, fs_data: *mut c_void) -> c_int;
     pub(crate) fn ferrofs_xattr_entry(xs: *const xattr, i: usize, value: *mut *mut c_void, len: *mut usize) -> *const c_char;
+    pub(crate) fn ferrofs_posix_acl_from_xattr(value: *const c_void, size: usize) -> *mut posix_acl;
+    pub(crate) fn ferrofs_posix_acl_to_xattr(acl: *const posix_acl, buf: *mut c_void, size: usize) -> c_int;
+    pub(crate) fn ferrofs_posix_acl_dup(acl: *mut posix_acl);
+    pub(crate) fn ferrofs_posix_acl_release(acl: *mut posix_acl);
+    pub(crate) fn ferrofs_posix_acl_create(dir: *mut inode, mode: *mut umode_t, default_acl: *mut *mut posix_acl, acl: *mut *mut posix_acl) -> c_int;
+    pub(crate) fn ferrofs_posix_acl_update_mode(idmap: *mut mnt_idmap, inode: *mut inode, mode: *mut umode_t, acl: *mut *mut posix_acl) -> c_int;
+    pub(crate) fn ferrofs_posix_acl_chmod(acl: *mut *mut posix_acl, mode: umode_t) -> c_int;
+    pub(crate) fn ferrofs_get_inode_acl(inode: *mut inode, ty: c_int) -> *mut posix_acl;
+    pub(crate) fn ferrofs_set_cached_acl(inode: *mut inode, ty: c_int, acl: *mut posix_acl);
+    pub(crate) fn ferrofs_fileattr_flags(fa: *const fileattr) -> u32;
+    pub(crate) fn ferrofs_fileattr_has_fsx(fa: *const fileattr) -> bool;
+    pub(crate) fn ferrofs_fileattr_fill_flags(fa: *mut fileattr, flags: u32);
 }

@@ -29,6 +29,31 @@ pub struct SetAttr {
     pub flags: Option<u32>,
 }
 
+impl SetAttr {
+    /// Apply every field but the size to `i`; ctime becomes `ctime`, else `now`.
+    pub(crate) fn apply(&self, i: &mut Inode, now: Timespec) {
+        if let Some(m) = self.mode {
+            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+        }
+        if let Some(u) = self.uid {
+            i.uid = u;
+        }
+        if let Some(g) = self.gid {
+            i.gid = g;
+        }
+        if let Some(t) = self.atime {
+            i.atime = t;
+        }
+        if let Some(t) = self.mtime {
+            i.mtime = t;
+        }
+        if let Some(f) = self.flags {
+            i.flags = f;
+        }
+        i.ctime = self.ctime.unwrap_or(now);
+    }
+}
+
 /// Who creates a node, and how.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CreateArgs {
@@ -81,25 +106,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             flags_last = 0;
         }
-        if let Some(m) = a.mode {
-            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
-        }
-        if let Some(u) = a.uid {
-            i.uid = u;
-        }
-        if let Some(g) = a.gid {
-            i.gid = g;
-        }
-        if let Some(t) = a.atime {
-            i.atime = t;
-        }
-        if let Some(t) = a.mtime {
-            i.mtime = t;
-        }
-        if let Some(f) = a.flags {
-            i.flags = f;
-        }
-        i.ctime = a.ctime.unwrap_or(now);
+        a.apply(&mut i, now);
         self.write_inode(&i, flags_last)?;
         Ok(i)
     }

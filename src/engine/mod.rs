@@ -47,4 +47,4 @@ pub use inode::{CreateArgs, SetAttr};
 pub use platform::{FallibleVec, Platform};
 pub use recovery::{CpFallback, LogDamage};
 pub use repair::{Repair, RepairFn, RepairLevel, RepairOutcome, RepairReport};
-pub use xattr::{XATTR_CREATE, XATTR_REPLACE};
+pub use xattr::{XattrChange, XATTR_CREATE, XATTR_REPLACE};

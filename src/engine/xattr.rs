@@ -4,9 +4,10 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, rtype, Key, Timespec, FLAG_CONT, HEAD_META, REC_HDR, XATTR_NAME_MAX, XATTR_VALUE_MAX,
+    kind, rtype, Inode, Key, Timespec, FLAG_CONT, HEAD_META, INODE_SIZE, REC_HDR, XATTR_NAME_MAX, XATTR_VALUE_MAX,
 };
 use crate::engine::fs::Engine;
+use crate::engine::inode::SetAttr;
 use crate::engine::platform::{FallibleVec, Platform};
 use crate::engine::space::{RESERVE_DELETE, RESERVE_SEGS};
 
@@ -15,6 +16,16 @@ pub const XATTR_CREATE: u32 = 1;
 
 /// `setxattr` flag: fail if the attribute does not exist.
 pub const XATTR_REPLACE: u32 = 2;
+
+/// One change of [`Engine::setattr_xattrs`]: set xattr `name` to `Some(value)`, or remove it
+/// (`None`; removing an absent attribute is no error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XattrChange<'a> {
+    /// The full name (`system.posix_acl_access`).
+    pub name: &'a [u8],
+    /// The new value, or `None` to remove.
+    pub value: Option<&'a [u8]>,
+}
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Get xattr `name` of `ino` into `buf`; with an empty `buf`, return the value size.
@@ -99,7 +110,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 k
             }
         };
-        self.check_reserved((2 * REC_HDR + 1 + name.len() + value.len() + crate::engine::format::INODE_SIZE) as u64)?;
+        self.check_reserved((2 * REC_HDR + 1 + name.len() + value.len() + INODE_SIZE) as u64)?;
+        self.put_xattr(ino, key, name, value)?;
+        i.ctime = now;
+        self.write_inode(&i, 0)
+    }
+
+    /// Append the XATTR record of `name` = `value` under collision key `key` (part of a group:
+    /// the caller's INODE record closes it).
+    fn put_xattr(&mut self, ino: u64, key: u64, name: &[u8], value: &[u8]) -> Result<()> {
         let mut p = core::mem::replace(&mut self.buf2, P::Vec::new());
         p.clear();
         let res = p
@@ -108,9 +127,52 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             .and_then(|_| p.try_extend_from_slice(value))
             .and_then(|_| self.put_record(HEAD_META, rtype::XATTR, FLAG_CONT, Key::new(ino, kind::XATTR, key), p.as_slice()));
         self.buf2 = p;
-        res?;
-        i.ctime = now;
-        self.write_inode(&i, 0)
+        res.map(|_| ())
+    }
+
+    /// Change xattrs of `ino` and its attributes (every field of `a` but the size, which must
+    /// be `None`) in one atomic group: after a crash all of it is there or none. POSIX ACLs
+    /// need this: an ACL and the mode bits it implies change together (setfacl, a chmod of a
+    /// file with an ACL, the ACLs a new inode inherits from its directory's default ACL).
+    pub fn setattr_xattrs(&mut self, ino: u64, changes: &[XattrChange<'_>], a: &SetAttr, now: Timespec) -> Result<Inode> {
+        let r = self.setattr_xattrs_op(ino, changes, a, now);
+        self.end_op(r)
+    }
+
+    fn setattr_xattrs_op(&mut self, ino: u64, changes: &[XattrChange<'_>], a: &SetAttr, now: Timespec) -> Result<Inode> {
+        if a.size.is_some() {
+            return Err(Error::Invalid);
+        }
+        let mut need = (REC_HDR + INODE_SIZE) as u64;
+        let mut sets = false;
+        for c in changes {
+            if c.name.is_empty() || c.name.len() > XATTR_NAME_MAX {
+                return Err(Error::Range);
+            }
+            if let Some(v) = c.value {
+                if v.len() > self.xattr_value_max() {
+                    return Err(Error::Range);
+                }
+                need = need.saturating_add((REC_HDR + 1) as u64).saturating_add(c.name.len() as u64).saturating_add(v.len() as u64);
+                sets = true;
+            }
+        }
+        // removals and attribute changes only: a deletion, as removexattr and setattr
+        self.begin_mutation(if sets { RESERVE_SEGS } else { RESERVE_DELETE })?;
+        let mut i = self.getattr(ino)?;
+        if sets {
+            self.check_reserved(need)?;
+        }
+        for c in changes {
+            match (self.find_named(ino, kind::XATTR, c.name)?, c.value) {
+                (Ok((k, _, _)), None) => self.del_key(Key::new(ino, kind::XATTR, k), FLAG_CONT)?,
+                (Err(_), None) => {}
+                (Ok((k, _, _)) | Err(k), Some(v)) => self.put_xattr(ino, k, c.name, v)?,
+            }
+        }
+        a.apply(&mut i, now);
+        self.write_inode(&i, 0)?;
+        Ok(i)
     }
 
     /// Remove xattr `name` of `ino`.

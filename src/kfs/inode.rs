@@ -687,7 +687,7 @@ impl Idmap {
         unsafe { &*p.cast::<Idmap>() }
     }
 
-    fn as_ptr(&self) -> *mut bindings::mnt_idmap {
+    pub(crate) fn as_ptr(&self) -> *mut bindings::mnt_idmap {
         self.0.get()
     }
 }
@@ -717,6 +717,12 @@ impl Iattr {
     pub(crate) fn valid(&self) -> u32 {
         // SAFETY: live (type invariant).
         unsafe { (*self.as_ptr()).ia_valid }
+    }
+
+    /// `ia_mode`: the new mode, with `ATTR_MODE`.
+    pub(crate) fn mode(&self) -> u32 {
+        // SAFETY: live (type invariant).
+        u32::from(unsafe { (*self.as_ptr()).ia_mode })
     }
 
     /// `ia_size`: the new size, with `ATTR_SIZE`.

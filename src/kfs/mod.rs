@@ -2,7 +2,7 @@
 
 //! Thin safe wrappers over the kernel objects the kernel layer uses, with type invariants and
 //! RAII: the superblock in its phases, the mount context, inodes, dentries, folios, open files
-//! and mappings, xattr handlers, the background thread and the NOFS scope, debugfs, the
+//! and mappings, xattr handlers, POSIX ACLs, inode flags, the background thread and the NOFS scope, debugfs, the
 //! filesystem type, the MTD device and the block layer (block device, bio pages). With
 //! `shim.rs` (the C declarations) and `kplatform.rs` (the engine's vectors) they hold all the
 //! `unsafe` of the kernel layer, except the one block per `extern "C"` callback that turns the
@@ -13,11 +13,13 @@ use kernel::prelude::*;
 
 use crate::engine::error::Error as EError;
 
+mod acl;
 mod bio;
 mod context;
 mod debugfs;
 mod dentry;
 mod file;
+mod fileattr;
 mod folio;
 mod inode;
 mod module;
@@ -26,11 +28,13 @@ mod sb;
 mod task;
 mod xattr;
 
+pub(crate) use acl::*;
 pub(crate) use bio::*;
 pub(crate) use context::*;
 pub(crate) use debugfs::*;
 pub(crate) use dentry::*;
 pub(crate) use file::*;
+pub(crate) use fileattr::*;
 pub(crate) use folio::*;
 pub(crate) use inode::*;
 pub(crate) use module::*;

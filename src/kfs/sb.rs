@@ -28,6 +28,10 @@ pub(crate) const SB_RDONLY: u32 = 1 << 0;
 /// write stops probing that xattr through the engine every time.
 const SB_NOSEC: c_ulong = 1 << 28;
 
+/// `SB_POSIXACL` (include/linux/fs.h, `BIT(16)`): POSIX ACLs are on (`IS_POSIXACL`). The VFS
+/// then leaves the umask to the filesystem, which applies it through `posix_acl_create` (src/acl.rs).
+const SB_POSIXACL: c_ulong = 1 << 16;
+
 /// A mounted ferrofs superblock.
 ///
 /// # Invariants
@@ -231,7 +235,7 @@ impl NewSuperBlock {
             (*sb).s_blocksize = 1 << p.block_bits;
             (*sb).s_blocksize_bits = p.block_bits;
             (*sb).s_time_gran = 1;
-            (*sb).s_flags |= SB_NOSEC;
+            (*sb).s_flags |= SB_NOSEC | SB_POSIXACL;
             shim::ferrofs_sb_set_xattr(sb);
         }
         // SAFETY: `s_fs_info` holds the state now, until `take_info` (after the last use of

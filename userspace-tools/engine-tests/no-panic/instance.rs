@@ -54,6 +54,7 @@ pub fn exercise(mut e: Engine<Pl, D>, b: &mut [u8], n: &[u8], t: Timespec) -> u6
     let _ = e.setxattr(2, n, n, 0, t);
     r += e.listxattr(2, b).unwrap_or(0) as u64;
     let _ = e.removexattr(2, n, t);
+    let _ = e.setattr_xattrs(2, &[XattrChange { name: n, value: Some(n) }, XattrChange { name: n, value: None }], &SetAttr::default(), t);
     let _ = e.fsync(2);
     let _ = e.evict(2);
     let _ = e.gc_step(true);

@@ -28,6 +28,7 @@ usage:
   ferrofs-fstest hostile DISK MTD MNT [--first K] [--count N] [--image-timeout S]   (make hostile)
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
   ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
+  ferrofs-fstest ifmeta run|verify DIR   (POSIX ACLs and inode flags; see ifmeta.rs)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
 the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check failed, 2 usage.
@@ -174,6 +175,9 @@ fn run(args: &[String]) -> Result<i32, String> {
     }
     if args.first().map(String::as_str) == Some("hostile") {
         return Ok(crate::hostile::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("ifmeta") {
+        return Ok(crate::ifmeta::main(&args[1..]));
     }
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {

@@ -442,6 +442,16 @@ fn integrity_survives_remount_on_ext4() {
     );
 }
 
+/// The ifmeta checks hold on ext4 (the trusted peer: ACLs and inode flags as ferrofs must
+/// serve them), across a remount.
+#[test]
+fn ifmeta_on_ext4() {
+    let s = Scratch::ext4("ifmeta-ext4", 64).expect("cannot run: needs root and mkfs.ext4");
+    assert!(assert_clean(&fstest(&["ifmeta", "run", "DIR"], &s.dir)) > 150);
+    s.remount();
+    assert!(assert_clean(&fstest(&["ifmeta", "verify", "DIR"], &s.dir)) >= 20);
+}
+
 #[test]
 fn posix_as_non_root() {
     assert!(is_root(), "cannot run: needs root to run the suite as uid 65534");
