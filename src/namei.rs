@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Names: `lookup` and the directory-changing inode operations (`create`, `mkdir`, `mknod`,
-//! `symlink`, `link`, `unlink`, `rmdir`, `rename`).
+//! `symlink`, `link`, `unlink`, `rmdir`, `rename`), and `tmpfile` (a file without a name).
 
 use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
-use crate::engine::format::NAME_MAX;
+use crate::engine::format::{Inode as EInode, Timespec, NAME_MAX};
 use crate::engine::{CreateArgs, SetAttr};
 use crate::inode::{iget, refresh};
-use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode};
+use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode, TmpFile};
 use crate::xattr::SecCtx;
 
 /// `inode_operations::lookup`.
@@ -58,17 +58,9 @@ fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, 
     drop(fs);
     // dropped (`iput`) on every error path below, after the engine lock
     let inode = iget(dir.sb(), &a)?;
-    // Let the VFS apply its ownership rules (setgid directories, idmaps); record any change.
     if target.is_none() {
         // not yet visible through a dentry; `dir` is locked
-        inode.init_owner(idmap, dir, inode.mode());
-        let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
-        if nuid != a.uid || ngid != a.gid || nmode != a.mode {
-            let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
-            // The result is taken first so that the engine lock is released before `iput`.
-            let res = info.lock().setattr(a.ino, &sa, t);
-            res.map_err(kerr)?;
-        }
+        init_owner(idmap, dir, &inode, &a, t)?;
     }
     // The LSM's label (SELinux, Smack...), stored as security.* xattrs by `initxattrs`.
     // Without an LSM (the test kernel has none) this returns 0 without calling back.
@@ -89,6 +81,53 @@ fn make_node(idmap: &Idmap, dir: &Inode, dentry: &Dentry, mode: u32, rdev: u32, 
     }
     dentry.instantiate(inode);
     Ok(())
+}
+
+/// Let the VFS apply its ownership rules (setgid directories, idmaps) to the new `inode`
+/// (engine attributes `a`), not yet visible through a dentry, and record any change.
+fn init_owner(idmap: &Idmap, dir: &Inode, inode: &Inode, a: &EInode, t: Timespec) -> Result {
+    inode.init_owner(idmap, dir, inode.mode());
+    let (nuid, ngid, nmode) = (inode.uid(), inode.gid(), inode.mode());
+    if nuid != a.uid || ngid != a.gid || nmode != a.mode {
+        let sa = SetAttr { mode: Some(nmode), uid: Some(nuid), gid: Some(ngid), ctime: Some(a.ctime), ..SetAttr::default() };
+        // The result is taken first so that the engine lock is released before any `iput`.
+        let res = dir.info().lock().setattr(a.ino, &sa, t);
+        res.map_err(kerr)?;
+    }
+    Ok(())
+}
+
+/// `inode_operations::tmpfile` (`O_TMPFILE`): a regular file born without a name, on the
+/// engine's orphan list (`Engine::tmpfile`), as an unlinked file still open. `linkat` (with
+/// `AT_EMPTY_PATH` or through `/proc/self/fd`; the VFS allows it unless `O_EXCL` was given)
+/// names it and takes it off the list (`link`); closed unnamed it is deleted at eviction, and
+/// after a crash by the next mount.
+///
+/// # Safety
+///
+/// Called by the VFS only (`vfs_tmpfile`).
+pub(crate) unsafe extern "C" fn tmpfile(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, file: *mut bindings::file, mode: bindings::umode_t) -> c_int {
+    // SAFETY: VFS tmpfile contract: the mount's idmap, a live ferrofs directory, and the file
+    // being opened with its new negative dentry, for the call.
+    let (idmap, dir, file) = unsafe { (Idmap::from_raw(idmap), Inode::from_raw(dir), TmpFile::from_raw(file)) };
+    from_result(|| {
+        let info = dir.info();
+        let t = dir.now();
+        let (uid, gid) = current_fsids();
+        let args = CreateArgs { mode: (u32::from(mode) & 0o7777) | bindings::S_IFREG, uid, gid, rdev: 0 };
+        let res = info.lock().tmpfile(dir.ino(), &args, t);
+        let a = res.map_err(kerr)?;
+        // on every error below, dropping `inode` evicts it: unlinked, the engine deletes it
+        let inode = iget(dir.sb(), &a)?;
+        init_owner(idmap, dir, &inode, &a, t)?;
+        let mut ctx = SecCtx { info, ino: a.ino, now: t };
+        let r = init_security(&inode, dir, file.dentry(), &mut ctx);
+        if r != 0 {
+            return Err(Error::from_errno(r));
+        }
+        file.finish(inode)?;
+        Ok(0)
+    })
 }
 
 /// `make_node` from the raw arguments of a VFS directory operation.

@@ -4,12 +4,13 @@
 
 use kernel::bindings;
 
-use crate::data::{file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
+use crate::data::{direct_io, file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
 use crate::dir::{dir_llseek, iterate_shared};
+use crate::extents::{fallocate, fiemap};
 use crate::file::{file_llseek, fsync};
 use crate::inode::{evict_inode, get_link, setattr, write_inode};
 use crate::kfs::{alloc_inode, free_inode, migrate_folio, no_callbacks, Table};
-use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
+use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, tmpfile, unlink};
 use crate::super_::{freeze_fs, put_super, show_options, statfs, sync_fs, unfreeze_fs};
 use crate::xattr::listxattr;
 
@@ -49,6 +50,7 @@ pub(crate) static OPS: Ops = Ops {
         symlink: Some(symlink),
         mknod: Some(mknod),
         rename: Some(rename),
+        tmpfile: Some(tmpfile),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
         ..no_callbacks()
@@ -56,6 +58,7 @@ pub(crate) static OPS: Ops = Ops {
     file_iops: Table(bindings::inode_operations {
         setattr: Some(setattr),
         listxattr: Some(listxattr),
+        fiemap: Some(fiemap),
         ..no_callbacks()
     }),
     symlink_iops: Table(bindings::inode_operations {
@@ -83,6 +86,7 @@ pub(crate) static OPS: Ops = Ops {
         mmap: Some(file_mmap),
         open: Some(bindings::generic_file_open),
         fsync: Some(fsync),
+        fallocate: Some(fallocate),
         splice_read: Some(bindings::filemap_splice_read),
         splice_write: Some(bindings::iter_file_splice_write),
         ..no_callbacks()
@@ -97,6 +101,7 @@ pub(crate) static OPS: Ops = Ops {
         invalidate_folio: Some(invalidate_folio),
         release_folio: Some(release_folio),
         migrate_folio: Some(migrate_folio),
+        direct_IO: Some(direct_io),
         ..no_callbacks()
     }),
     // shared mappings of regular files: the generic fault paths, our page_mkwrite (budget)

@@ -11,6 +11,7 @@ pub mod enospc;
 pub mod faults;
 pub mod fsx;
 pub mod hostile;
+pub mod ifdata;
 pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;
