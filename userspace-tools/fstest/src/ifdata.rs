@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::pattern;
 use crate::report::Report;
-use crate::sys::{self, Errno, Fd, R};
+use crate::sys::{self, AlignedBuf, Errno, Fd, R};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -200,28 +200,6 @@ fn bytemuck_u8(v: &mut [u64]) -> &mut [u8] {
     let len = v.len() * 8;
     // SAFETY: any u64 storage is valid as bytes; the length is the same memory.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), len) }
-}
-
-/// A buffer of `len` bytes aligned to 4096 (O_DIRECT), inside a larger vector.
-struct Aligned {
-    v: Vec<u8>,
-    at: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Self {
-        let v = vec![0u8; len + 8192];
-        let at = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
-        Aligned { v, at, len }
-    }
-    fn buf(&mut self) -> &mut [u8] {
-        &mut self.v[self.at..self.at + self.len]
-    }
-    /// The same length starting one byte later (misaligned).
-    fn misaligned(&mut self) -> &mut [u8] {
-        &mut self.v[self.at + 1..self.at + 1 + self.len]
-    }
 }
 
 fn run(r: &mut Report, dir: &Path, snapshot: Option<&(PathBuf, PathBuf)>) {
@@ -460,36 +438,36 @@ fn odirect_checks(r: &mut Report, dir: &Path) {
     let p = dir.join(DIRECT);
     let Some(fd) = r.ok("open O_DIRECT | O_CREAT", sys::open(&p, libc::O_DIRECT | libc::O_CREAT | libc::O_RDWR | libc::O_TRUNC, 0o644)) else { return };
     let data = pattern(DIRECT, DIRECT_LEN);
-    let mut b = Aligned::new(64 * KIB);
+    let mut b = AlignedBuf::new(64 * KIB);
     let mut ok = true;
     for (k, c) in data.chunks(64 * KIB).enumerate() {
-        b.buf().copy_from_slice(c);
-        ok &= fd.pwrite(b.buf(), (k * 64 * KIB) as u64) == Ok(64 * KIB);
+        b.get_mut().copy_from_slice(c);
+        ok &= fd.pwrite(b.get_mut(), (k * 64 * KIB) as u64) == Ok(64 * KIB);
     }
     r.check("1 MiB in aligned 64 KiB direct writes", ok, "every write whole", "a short or failed write");
     let mut got = vec![0u8; DIRECT_LEN];
     let mut ok = true;
     for (k, c) in got.chunks_mut(64 * KIB).enumerate() {
-        ok &= fd.pread(b.buf(), (k * 64 * KIB) as u64) == Ok(64 * KIB);
-        c.copy_from_slice(b.buf());
+        ok &= fd.pread(b.get_mut(), (k * 64 * KIB) as u64) == Ok(64 * KIB);
+        c.copy_from_slice(b.get_mut());
     }
     r.check("aligned direct reads", ok, "every read whole", "a short or failed read");
     r.check("direct reads return what direct writes wrote", got == data, "the written bytes", "other bytes");
     r.check("a buffered reader sees them", read_all(&p).ok() == Some(data.clone()), "the written bytes", "other bytes");
-    let mut b5 = Aligned::new(512);
-    r.ok("a 512-byte direct read at 512", fd.pread(b5.buf(), 512).map(|_| ()));
-    r.err("misaligned buffer", fd.pwrite(b.misaligned(), 0), libc::EINVAL);
-    r.err("misaligned offset", fd.pwrite(b.buf(), 100), libc::EINVAL);
-    let mut b1000 = Aligned::new(1000);
-    r.err("misaligned length", fd.pread(b1000.buf(), 0), libc::EINVAL);
+    let mut b5 = AlignedBuf::new(512);
+    r.ok("a 512-byte direct read at 512", fd.pread(b5.get_mut(), 512).map(|_| ()));
+    r.err("misaligned buffer", fd.pwrite(b.misaligned_mut(), 0), libc::EINVAL);
+    r.err("misaligned offset", fd.pwrite(b.get_mut(), 100), libc::EINVAL);
+    let mut b1000 = AlignedBuf::new(1000);
+    r.err("misaligned length", fd.pread(b1000.get_mut(), 0), libc::EINVAL);
     // a buffered write is seen by a direct read (the range is written back first)
     if let Some(w) = r.ok("open buffered", sys::open(&p, libc::O_WRONLY, 0)) {
         r.ok("buffered write of 4 KiB at 128 KiB", w.pwrite_all(&vec![9u8; 4096], 128 * KIB as u64).map_err(|(_, e)| e));
-        let mut b4 = Aligned::new(4096);
-        r.ok("direct read of it", fd.pread(b4.buf(), 128 * KIB as u64).map(|_| ()));
-        r.check("sees the buffered bytes", b4.buf().iter().all(|&x| x == 9), "9s", "other bytes");
-        b4.buf().copy_from_slice(&data[128 * KIB..132 * KIB]);
-        r.ok("direct write puts the old bytes back", fd.pwrite(b4.buf(), 128 * KIB as u64).map(|_| ()));
+        let mut b4 = AlignedBuf::new(4096);
+        r.ok("direct read of it", fd.pread(b4.get_mut(), 128 * KIB as u64).map(|_| ()));
+        r.check("sees the buffered bytes", b4.get_mut().iter().all(|&x| x == 9), "9s", "other bytes");
+        b4.get_mut().copy_from_slice(&data[128 * KIB..132 * KIB]);
+        r.ok("direct write puts the old bytes back", fd.pwrite(b4.get_mut(), 128 * KIB as u64).map(|_| ()));
     }
     r.ok("fsync", fd.fsync());
     r.check("contents", sys::drop_caches() && read_all(&p).ok() == Some(data), "the written bytes", "other bytes");
