@@ -51,7 +51,7 @@ pub(crate) unsafe extern "C" fn fallocate(file: *mut bindings::file, mode: c_int
 
 fn falloc(file: &File, mode: c_int, off: i64, len: i64) -> Result {
     if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(Error::from_errno(-(bindings::EOPNOTSUPP as c_int)));
     }
     let end = off.checked_add(len).ok_or(EFBIG)?;
     if off < 0 || len <= 0 {

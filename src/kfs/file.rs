@@ -234,7 +234,7 @@ impl IovIter {
     /// any of them is misaligned).
     pub(crate) fn alignment(&self) -> u64 {
         // SAFETY: live for the call (type invariant); only read.
-        unsafe { bindings::iov_iter_alignment(self.0.get()) } as u64
+        (unsafe { bindings::iov_iter_alignment(self.0.get()) }) as u64
     }
 }
 
