@@ -15,6 +15,9 @@ pub const GC_BATCH: u32 = 4;
 /// The foreground GC refuses victims more than this percentage live.
 pub const GC_MAX_LIVE: u32 = 90;
 
+/// Cleaning ahead of need (free segments above the need) takes victims at most this live.
+pub const GC_AHEAD_MAX_LIVE: u32 = 75;
+
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Make sure at least `min_free` segments are free, running the GC if needed.
     pub(crate) fn ensure_space(&mut self, min_free: u32) -> Result<()> {
@@ -47,12 +50,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 worked = true;
                 continue;
             }
+            // Ahead of need, only victims that pay for their move (at most 3/4 live): on a
+            // nearly full filesystem moving 90 %-live segments and checkpointing would consume
+            // the reserve instead of adding to it.
             // When the need is urgent, greedy (the most space per move); ahead of need,
-            // cost-benefit (see `pick_victim`). Either way victims up to 90 % live: at high
-            // fill nearly every segment is above 3/4 live, and refusing those ahead of need left
-            // only the few segments between the need and the checkpoint margin to collect
-            // victims in, so a checkpoint (the whole dirty index) came every few victims.
-            if !self.gc_once(false, GC_MAX_LIVE, need)? {
+            // cost-benefit (see `pick_victim`).
+            let max_live = if need { GC_MAX_LIVE } else { GC_AHEAD_MAX_LIVE };
+            if !self.gc_once(false, max_live, need)? {
                 if need && pending > 0 {
                     self.checkpoint()?;
                     worked = true;
