@@ -51,7 +51,7 @@ cp "$FERROFS_ROOT/ferrofs.ko" "$STAGE/ferrofs/"
 for ko in "$@"; do cp "$ko" "$STAGE/ferrofs/"; done
 
 for b in flash_erase nandwrite nanddump nandtest mtdinfo mtd_debug ubiattach ubidetach ubiformat \
-         ubimkvol ubirmvol ubinfo ubiupdatevol mkfs.ubifs mkfs.jffs2 mkfs.f2fs fsck.f2fs mke2fs e2fsck; do
+         ubimkvol ubirmvol ubinfo ubiupdatevol mkfs.ubifs mkfs.jffs2 mkfs.f2fs fsck.f2fs mke2fs e2fsck filefrag; do
   path="$(command -v "$b" || true)"
   [ -n "$path" ] || { echo "mkinitramfs: $b not found on the host: run qemu/install-deps.sh" >&2; exit 1; }
   copy_bin "$path" "/usr/sbin/$b"

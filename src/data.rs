@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The address space operations: `read_folio`, `readahead`, `write_begin`/`write_end`,
-//! `writepages`, `invalidate_folio`/`release_folio`, and `page_mkwrite` for shared mappings.
+//! `writepages`, `invalidate_folio`/`release_folio`, `direct_IO` (O_DIRECT, served by the page
+//! cache), and `page_mkwrite` for shared mappings.
 //!
 //! Data path (delayed allocation, as UBIFS; docs/kernel.md "Write-back"): `write_begin`
 //! reserves the worst-case log space of the folio it hands out (`BUDGET_PER_BLOCK`, and once per
@@ -22,13 +23,13 @@ use kernel::prelude::*;
 use crate::engine::error::Error as EError;
 use crate::engine::format::BLOCK_SIZE;
 use crate::engine::writeback::{BUDGET_PER_BLOCK, BUDGET_PER_INODE};
-use crate::kfs::{kerr, kerr_data, File, Folio, Inode, LockedFolio, Readahead, Vma, VmFault, Writeback};
+use crate::kfs::{kerr, kerr_data, File, Folio, Inode, IovIter, Kiocb, LockedFolio, Readahead, Vma, VmFault, Writeback};
 use crate::super_::{Fs, SbInfo};
 
 const BS: usize = BLOCK_SIZE as usize;
 
 /// Folios per `write_blocks` call at most (256 KiB).
-const MAX_RUN: usize = 64;
+pub(crate) const MAX_RUN: usize = 64;
 
 /// Fill a locked folio of `inode` from the engine (zeros past the end of the file).
 fn fill_folio(inode: &Inode, folio: &mut LockedFolio) -> Result {
@@ -153,13 +154,27 @@ fn folio_cost(size: usize) -> u64 {
 }
 
 /// Fast path: reserve one folio's budget (and the inode record's, if the inode holds none
-/// yet). Lock-free; false when the budget is exhausted.
+/// yet). The folio's part comes from the file's `fallocate` hold (`FerroInode::prealloc`,
+/// already reserved) when it has one, else from the shared pool, as the inode record's part
+/// (from the hold too when the pool has no room). Lock-free; false when the budget is
+/// exhausted.
 fn try_budget(inode: &Inode, size: usize) -> bool {
     let b = &inode.info().budget;
     let flag = &inode.ferro().ino_budget;
     let need_ino = !flag.load(Ordering::Acquire);
-    let bytes = folio_cost(size).saturating_add(if need_ino { BUDGET_PER_INODE } else { 0 });
-    if !b.try_reserve(bytes) {
+    let ino_bytes = if need_ino { BUDGET_PER_INODE } else { 0 };
+    let cost = folio_cost(size);
+    let got = if take_held(inode, cost) {
+        if ino_bytes == 0 || b.try_reserve(ino_bytes) || take_held(inode, ino_bytes) {
+            true
+        } else {
+            inode.ferro().prealloc.fetch_add(cost, Ordering::AcqRel);
+            false
+        }
+    } else {
+        b.try_reserve(cost.saturating_add(ino_bytes))
+    };
+    if !got {
         return false;
     }
     if need_ino && flag.swap(true, Ordering::AcqRel) {
@@ -169,11 +184,16 @@ fn try_budget(inode: &Inode, size: usize) -> bool {
     true
 }
 
+/// Take `bytes` of the file's `fallocate` hold, if it holds that much.
+fn take_held(inode: &Inode, bytes: u64) -> bool {
+    inode.ferro().prealloc.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(bytes)).is_ok()
+}
+
 /// Slow path (UBIFS's `make_free_space`): write back this file, then the dirty data of the
 /// whole filesystem (which turns reservations into records: overwrites free the space of the
 /// blocks they replace), then checkpoint (which drops the index growth the budget holds back
 /// for dirty index nodes). The caller holds no folio lock.
-fn make_free_space(inode: &Inode) {
+pub(crate) fn make_free_space(inode: &Inode) {
     let sb = inode.sb();
     let info = sb.info();
     // Each step only where it can gain something, so that repeated ENOSPC on a full
@@ -635,4 +655,31 @@ pub(crate) unsafe extern "C" fn file_mmap(file: *mut bindings::file, vma: *mut b
         file.mmap(vma, &crate::ops::OPS.vm_ops)?;
         Ok(0)
     })
+}
+
+/// `address_space_operations::direct_IO`: O_DIRECT through the page cache. Its presence lets
+/// open(2) take O_DIRECT (`FMODE_CAN_ODIRECT`); it checks the request as a block device would
+/// (file position and every user buffer address and length aligned to 512 bytes, else
+/// EINVAL) and then transfers nothing, so the generic paths fall back as they do for a
+/// partial direct transfer: a read is served from the page cache after the range was written
+/// back (`kiocb_write_and_wait`), a write goes through `write_begin`/`write_end` (with the
+/// budget) and is then written back to the engine and dropped from the cache
+/// (`direct_write_fallback`: `filemap_write_and_wait_range`, `invalidate_mapping_pages`)
+/// before write(2) returns. ferrofs has no block mapping for the data to go to (every block is
+/// a log record with a header, written by `write_blocks` under the engine lock), so this is
+/// what UBIFS and JFFS2 would do if they took O_DIRECT at all. As on other filesystems,
+/// O_DIRECT alone is not a durability promise: the log heads are flushed by fsync/O_SYNC.
+///
+/// # Safety
+///
+/// Called by the VFS only (`generic_file_read_iter`/`generic_file_direct_write` of an open
+/// ferrofs regular file).
+pub(crate) unsafe extern "C" fn direct_io(iocb: *mut bindings::kiocb, iter: *mut bindings::iov_iter) -> isize {
+    // SAFETY: VFS direct_IO contract: the request and its user memory, live for the call.
+    let (iocb, iter) = unsafe { (Kiocb::from_raw(iocb), IovIter::from_raw(iter)) };
+    let mask = u64::from(bindings::SECTOR_SIZE) - 1;
+    if (iocb.pos() as u64 | iter.alignment()) & mask != 0 {
+        return EINVAL.to_errno() as isize;
+    }
+    0
 }

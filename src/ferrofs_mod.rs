@@ -23,6 +23,7 @@ mod bg;
 mod context;
 mod data;
 mod dir;
+mod extents;
 mod file;
 mod inode;
 mod kfs;

@@ -94,6 +94,8 @@ pub(crate) unsafe extern "C" fn evict_inode(inode: *mut bindings::inode) {
     if inode.ferro().ino_budget.swap(false, Ordering::AcqRel) {
         sb.info().budget.release(crate::engine::writeback::BUDGET_PER_INODE);
     }
+    // and what `fallocate` held for it (src/extents.rs)
+    sb.info().budget.release(inode.ferro().prealloc.swap(0, Ordering::AcqRel));
     if inode.is_unlinked() && !inode.is_bad() && !sb.rdonly() {
         let info = sb.info();
         let ino = inode.ino();
@@ -164,7 +166,7 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
     })
 }
 
-/// The size part of `setattr` (truncate, extend), under the mapping's invalidate lock so no
+/// The size part of `setattr` (truncate, extend; and of a size-changing `fallocate`), under the mapping's invalidate lock so no
 /// fault or readahead brings folios back meanwhile. Shrinking: `truncate_setsize` first (it
 /// waits for the writeback of, and drops, the folios past the new size, whose budgets
 /// `invalidate_folio` gives back), then the engine cut; a write-back of a dropped folio can
@@ -172,7 +174,7 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
 /// space), then `truncate_setsize`. The cut is budgeted with the inode's write-back charge if
 /// it holds one (the engine otherwise keeps reserved space from it: a cut that grows the
 /// on-flash size writes an inode record like any other). The caller holds the inode lock.
-fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
+pub(crate) fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
     let info = inode.info();
     if inode.ferro().ino_budget.swap(false, Ordering::AcqRel) {
         info.budget.release(crate::engine::writeback::BUDGET_PER_INODE);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Names: `lookup` and the directory-changing inode operations (`create`, `mkdir`, `mknod`,
-//! `symlink`, `link`, `unlink`, `rmdir`, `rename`).
+//! `symlink`, `link`, `unlink`, `rmdir`, `rename`), and `tmpfile` (a file without a name).
 
 use kernel::bindings;
 use kernel::error::from_result;
@@ -12,7 +12,7 @@ use crate::engine::error::Error as EError;
 use crate::engine::format::{Inode as EInode, NAME_MAX};
 use crate::engine::{CreateArgs, SetAttr};
 use crate::inode::{iget, refresh};
-use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode};
+use crate::kfs::{current_fsids, init_security, kerr, new_encode_dev, Dentry, Idmap, Inode, TmpFile};
 use crate::xattr::SecCtx;
 
 /// `inode_operations::lookup`.
@@ -114,6 +114,37 @@ fn init_owner(idmap: &Idmap, dir: &Inode, inode: &Inode, a: &EInode, mode: u32, 
     }
     acls.cache(inode);
     Ok(())
+}
+
+/// `inode_operations::tmpfile` (`O_TMPFILE`): a regular file born without a name, on the
+/// engine's orphan list (`Engine::tmpfile`), as an unlinked file still open. `linkat` (with
+/// `AT_EMPTY_PATH` or through `/proc/self/fd`; the VFS allows it unless `O_EXCL` was given)
+/// names it and takes it off the list (`link`); closed unnamed it is deleted at eviction, and
+/// after a crash by the next mount.
+///
+/// # Safety
+///
+/// Called by the VFS only (`vfs_tmpfile`).
+pub(crate) unsafe extern "C" fn tmpfile(idmap: *mut bindings::mnt_idmap, dir: *mut bindings::inode, file: *mut bindings::file, mode: bindings::umode_t) -> c_int {
+    // SAFETY: VFS tmpfile contract: the mount's idmap, a live ferrofs directory, and the file
+    // being opened with its new negative dentry, for the call.
+    let (idmap, dir, file) = unsafe { (Idmap::from_raw(idmap), Inode::from_raw(dir), TmpFile::from_raw(file)) };
+    from_result(|| {
+        let info = dir.info();
+        let t = dir.now();
+        let (uid, gid) = current_fsids();
+        // the ACLs inherited from the default ACL of `dir`, and the mode they (or the umask) leave
+        let mut mode = (u32::from(mode) & 0o7777) | bindings::S_IFREG;
+        let acls = NewAcls::new(dir, &mut mode)?;
+        let args = CreateArgs { mode: acls.create_mode(mode), uid, gid, rdev: 0 };
+        let res = info.lock().tmpfile(dir.ino(), &args, t);
+        let a = res.map_err(kerr)?;
+        // on every error below, dropping `inode` evicts it: unlinked, the engine deletes it
+        let inode = iget(dir.sb(), &a)?;
+        finish_node(idmap, dir, file.dentry(), &inode, &a, mode, Some(&acls))?;
+        file.finish(inode)?;
+        Ok(0)
+    })
 }
 
 /// `make_node` from the raw arguments of a VFS directory operation.

@@ -5,13 +5,14 @@
 use kernel::bindings;
 
 use crate::acl::{get_inode_acl, set_acl};
-use crate::data::{file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
+use crate::data::{direct_io, file_mmap, invalidate_folio, page_mkwrite, read_folio, readahead, release_folio, write_begin, write_end, writepages};
 use crate::dir::{dir_llseek, iterate_shared};
+use crate::extents::{fallocate, fiemap};
 use crate::file::{file_llseek, fsync};
 use crate::fileattr::{fileattr_get, fileattr_set};
 use crate::inode::{evict_inode, get_link, setattr, write_inode};
 use crate::kfs::{alloc_inode, free_inode, migrate_folio, no_callbacks, Table};
-use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, unlink};
+use crate::namei::{create, link, lookup, mkdir, mknod, rename, rmdir, symlink, tmpfile, unlink};
 use crate::super_::{freeze_fs, put_super, show_options, statfs, sync_fs, unfreeze_fs};
 use crate::xattr::listxattr;
 
@@ -51,6 +52,7 @@ pub(crate) static OPS: Ops = Ops {
         symlink: Some(symlink),
         mknod: Some(mknod),
         rename: Some(rename),
+        tmpfile: Some(tmpfile),
         setattr: Some(setattr),
         listxattr: Some(listxattr),
         get_inode_acl: Some(get_inode_acl),
@@ -66,6 +68,7 @@ pub(crate) static OPS: Ops = Ops {
         set_acl: Some(set_acl),
         fileattr_get: Some(fileattr_get),
         fileattr_set: Some(fileattr_set),
+        fiemap: Some(fiemap),
         ..no_callbacks()
     }),
     symlink_iops: Table(bindings::inode_operations {
@@ -95,6 +98,7 @@ pub(crate) static OPS: Ops = Ops {
         mmap: Some(file_mmap),
         open: Some(bindings::generic_file_open),
         fsync: Some(fsync),
+        fallocate: Some(fallocate),
         splice_read: Some(bindings::filemap_splice_read),
         splice_write: Some(bindings::iter_file_splice_write),
         ..no_callbacks()
@@ -109,6 +113,7 @@ pub(crate) static OPS: Ops = Ops {
         invalidate_folio: Some(invalidate_folio),
         release_folio: Some(release_folio),
         migrate_folio: Some(migrate_folio),
+        direct_IO: Some(direct_io),
         ..no_callbacks()
     }),
     // shared mappings of regular files: the generic fault paths, our page_mkwrite (budget)

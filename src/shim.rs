@@ -134,6 +134,9 @@ extern "C" {
     pub(crate) fn ferrofs_set_freezable();
     pub(crate) fn ferrofs_set_current_state(state: c_uint);
     pub(crate) fn ferrofs_init_security(inode: *mut inode, dir: *mut inode, dentry: *const dentry, fs_data: *mut c_void) -> c_int;
+    // exported by fs/ioctl.c; `linux/fiemap.h` is not in the bindings, so declared here
+    pub(crate) fn fiemap_prep(inode: *mut inode, fieinfo: *mut kernel::bindings::fiemap_extent_info, start: u64, len: *mut u64, supported_flags: u32) -> c_int;
+    pub(crate) fn fiemap_fill_next_extent(fieinfo: *mut kernel::bindings::fiemap_extent_info, logical: u64, phys: u64, len: u64, flags: u32) -> c_int;
     pub(crate) fn ferrofs_xattr_entry(xs: *const xattr, i: usize, value: *mut *mut c_void, len: *mut usize) -> *const c_char;
     pub(crate) fn ferrofs_posix_acl_from_xattr(value: *const c_void, size: usize) -> *mut posix_acl;
     pub(crate) fn ferrofs_posix_acl_to_xattr(acl: *const posix_acl, buf: *mut c_void, size: usize) -> c_int;

@@ -163,23 +163,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if is_dir && d.nlink >= u32::MAX - 1 {
             return Err(Error::TooManyLinks);
         }
-        let ino = self.next_ino;
-        self.next_ino = self.next_ino.saturating_add(1);
-        let node = Inode {
-            ino,
-            mode: args.mode,
-            uid: args.uid,
-            gid: args.gid,
-            nlink: if is_dir { 2 } else { 1 },
-            size: target.map_or(0, |t| t.len() as u64),
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev: args.rdev,
-            flags: 0,
-            generation: (ino as u32).wrapping_mul(2_654_435_761),
-            parent: if is_dir { dir } else { 0 },
-        };
+        let node = self.new_node(args, if is_dir { 2 } else { 1 }, target.map_or(0, |t| t.len() as u64), if is_dir { dir } else { 0 }, now);
+        let ino = node.ino;
         if let Some(t) = target {
             self.put_record(HEAD_META, rtype::DATA, FLAG_CONT, Key::new(ino, kind::DATA, 0), t)?;
         }
@@ -195,7 +180,55 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(node)
     }
 
-    /// Add a hard link `name` in `dir` to inode `ino`.
+    /// A new inode (the next inode number) with `nlink` links, `size` and `parent`.
+    fn new_node(&mut self, args: &CreateArgs, nlink: u32, size: u64, parent: u64, now: Timespec) -> Inode {
+        let ino = self.next_ino;
+        self.next_ino = self.next_ino.saturating_add(1);
+        Inode {
+            ino,
+            mode: args.mode,
+            uid: args.uid,
+            gid: args.gid,
+            nlink,
+            size,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: args.rdev,
+            flags: 0,
+            generation: (ino as u32).wrapping_mul(2_654_435_761),
+            parent,
+        }
+    }
+
+    /// Create an unnamed regular file for `O_TMPFILE` in directory `dir`: born with no link
+    /// and on the orphan list (one atomic group), like an unlinked file still open. [`Engine::link`]
+    /// gives it a name and takes it off the list; [`Engine::evict`] deletes it when the VFS
+    /// drops it unnamed, and the next mount does after a crash.
+    pub fn tmpfile(&mut self, dir: u64, args: &CreateArgs, now: Timespec) -> Result<Inode> {
+        let r = self.tmpfile_op(dir, args, now);
+        self.end_op(r)
+    }
+
+    fn tmpfile_op(&mut self, dir: u64, args: &CreateArgs, now: Timespec) -> Result<Inode> {
+        if args.mode & S_IFMT != crate::engine::format::S_IFREG {
+            return Err(Error::Invalid);
+        }
+        self.begin_mutation(RESERVE_SEGS)?;
+        self.check_capacity(4096)?;
+        let d = self.dir_inode(dir)?;
+        if d.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        let node = self.new_node(args, 0, 0, 0, now);
+        self.write_inode(&node, FLAG_CONT)?;
+        self.add_orphan(node.ino, 0)?;
+        Ok(node)
+    }
+
+    /// Add a hard link `name` in `dir` to inode `ino`. An inode without links (an `O_TMPFILE`
+    /// file, linked with `linkat`; the VFS allows only that one) must be on the orphan list,
+    /// and leaves it in the same atomic group.
     pub fn link(&mut self, ino: u64, dir: u64, name: &[u8], now: Timespec) -> Result<Inode> {
         let r = self.link_op(ino, dir, name, now);
         self.end_op(r)
@@ -208,7 +241,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if i.is_dir() {
             return Err(Error::NotPermitted);
         }
-        if i.nlink == 0 {
+        let orphan = Key::new(0, kind::ORPHAN, ino);
+        if i.nlink == 0 && self.idx_get(&orphan)?.is_none() {
             return Err(Error::NotFound);
         }
         if i.nlink >= u32::MAX - 1 {
@@ -219,7 +253,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Ok(_) => return Err(Error::Exists),
             Err(k) => k,
         };
-        self.check_reserved((3 * REC_HDR + NAME_MAX + 10 + 2 * crate::engine::format::INODE_SIZE) as u64)?;
+        // the orphan entry's DELETE too, for an O_TMPFILE inode
+        self.check_reserved((4 * REC_HDR + NAME_MAX + 10 + 2 * crate::engine::format::INODE_SIZE + 2 * Key::SIZE) as u64)?;
+        if i.nlink == 0 {
+            self.del_key(orphan, FLAG_CONT)?;
+        }
         i.nlink += 1;
         i.ctime = now;
         self.write_dent(dir, key, ino, dtype_of(i.mode), name, FLAG_CONT)?;

@@ -321,3 +321,86 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.delete_range(Key::new(ino, kind::DATA, first_dead), Key::new(ino, kind::DATA, u64::MAX), flags)
     }
 }
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Punch a hole in regular file `ino` (`fallocate(FALLOC_FL_PUNCH_HOLE | KEEP_SIZE)`): bytes
+    /// `[off, off + len)` read as zeros afterwards and the size is kept. Blocks the range covers
+    /// whole (up to EOF) lose their records (one DELETE range, the space comes back at the next
+    /// GC of their segments); a block it covers in part is rewritten with that part zeroed. The
+    /// partial blocks, the DELETE and the inode record (new `mtime`/`ctime`) are one atomic
+    /// group, as a truncate: after a power cut the hole is there whole or not at all. Nothing
+    /// past EOF is touched (there is nothing there). Returns the inode as stored.
+    pub fn punch_hole(&mut self, ino: u64, off: u64, len: u64, now: Timespec) -> Result<Inode> {
+        let r = self.punch_hole_op(ino, off, len, now);
+        self.end_op(r)
+    }
+
+    fn punch_hole_op(&mut self, ino: u64, off: u64, len: u64, now: Timespec) -> Result<Inode> {
+        self.begin_mutation(crate::engine::space::RESERVE_DELETE)?;
+        let mut i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if i.mode & S_IFMT != crate::engine::format::S_IFREG {
+            return Err(Error::Invalid);
+        }
+        let end = off.saturating_add(len).min(i.size);
+        if len == 0 || off >= end {
+            return Ok(i);
+        }
+        // blocks first..=last are touched; a block is covered whole when the range reaches
+        // from its start to its end or to EOF
+        let (first, last) = (off / BS, (end - 1) / BS);
+        let whole = |b: u64| off <= b.saturating_mul(BS) && end >= b.saturating_add(1).saturating_mul(BS).min(i.size);
+        let mut del_from = first;
+        if !whole(first) {
+            let base = first.saturating_mul(BS);
+            let to = end.min(base.saturating_add(BS)) - base;
+            self.zero_in_block(ino, first, (off - base) as usize, to as usize)?;
+            del_from = first.saturating_add(1);
+        }
+        let mut del_to = last.saturating_add(1); // exclusive
+        if last >= del_from && !whole(last) {
+            let base = last.saturating_mul(BS);
+            self.zero_in_block(ino, last, 0, (end - base) as usize)?;
+            del_to = last;
+        }
+        if del_from < del_to {
+            self.delete_range(Key::new(ino, kind::DATA, del_from), Key::new(ino, kind::DATA, del_to - 1), FLAG_CONT)?;
+        }
+        i.mtime = now;
+        i.ctime = now;
+        self.write_inode(&i, 0)?;
+        Ok(i)
+    }
+
+    /// Rewrite block `blk` of `ino` with bytes `[from, to)` zeroed (a hole stays a hole; a
+    /// record that ends inside the range is cut at `from`: the rest reads as zeros). The record
+    /// goes to the metadata head with `FLAG_CONT`, as the partial block of a truncate; a block left
+    /// with zeros only is deleted.
+    fn zero_in_block(&mut self, ino: u64, blk: u64, from: usize, to: usize) -> Result<()> {
+        let key = Key::new(ino, kind::DATA, blk);
+        let Some(plen) = self.read_key(&key)? else {
+            return Ok(());
+        };
+        let plen = plen.min(self.payload().len());
+        if plen <= from {
+            return Ok(());
+        }
+        if from == 0 && to >= plen {
+            // nothing but zeros would be left: the block becomes a hole
+            return self.del_key(key, FLAG_CONT);
+        }
+        let mut tmp = core::mem::replace(&mut self.buf2, P::Vec::new());
+        tmp.clear();
+        let keep = if to >= plen { from } else { plen };
+        let res = tmp.try_extend_from_slice(self.payload().get(..keep).unwrap_or(&[])).and_then(|_| {
+            if let Some(z) = tmp.as_mut_slice().get_mut(from..to.min(keep)) {
+                z.fill(0);
+            }
+            self.put_record(HEAD_META, rtype::DATA, FLAG_CONT, key, tmp.as_slice())
+        });
+        self.buf2 = tmp;
+        res.map(|_| ())
+    }
+}

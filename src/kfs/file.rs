@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Open files and what their operations receive: `File`, `DirContext` (readdir), and for
-//! shared mappings `Vma` and `VmFault`.
+//! Open files and what their operations receive: `File`, `DirContext` (readdir), for shared
+//! mappings `Vma` and `VmFault`, for direct I/O `Kiocb` and
+//! `IovIter`, and the file of an `O_TMPFILE` open, `TmpFile`.
 
 use kernel::bindings;
 use kernel::error::to_result;
@@ -9,7 +10,7 @@ use kernel::ffi::{c_int, c_uint};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-use crate::kfs::{Inode, LockedFolio, Table};
+use crate::kfs::{Dentry, Inode, InodeRef, LockedFolio, Table};
 use crate::shim;
 
 /// An open ferrofs file.
@@ -69,6 +70,13 @@ impl File {
     pub(crate) fn update_time(&self) -> Result {
         // SAFETY: the file is open (type invariant).
         to_result(unsafe { bindings::file_update_time(self.as_ptr()) })
+    }
+
+    /// `file_modified`: drop the setuid/setgid bits and security labels a write removes, and
+    /// stamp mtime and ctime (what a size- or data-changing `fallocate` must do).
+    pub(crate) fn modified(&self) -> Result {
+        // SAFETY: the file is open (type invariant); the caller holds the inode lock.
+        to_result(unsafe { bindings::file_modified(self.as_ptr()) })
     }
 
     /// `generic_file_mmap` of `vma`, then our operations for the mapping.
@@ -178,5 +186,91 @@ impl VmFault {
         // SAFETY: the fault holds the folio referenced and this thread does not hold its lock
         // (type invariant); the reference outlives the wrapper (dropped in the handler).
         unsafe { LockedFolio::lock(shim::ferrofs_vmf_folio(self.as_ptr())) }
+    }
+}
+
+/// The I/O request of a `direct_IO` call.
+///
+/// # Invariants
+///
+/// Live for the lifetime of the reference, for an open ferrofs regular file.
+#[repr(transparent)]
+pub(crate) struct Kiocb(Opaque<bindings::kiocb>);
+
+impl Kiocb {
+    /// # Safety
+    ///
+    /// `p` is the request the VFS passes to `direct_IO`, for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::kiocb) -> &'a Kiocb {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<Kiocb>() }
+    }
+
+    /// The file position of the request (`ki_pos`).
+    pub(crate) fn pos(&self) -> i64 {
+        // SAFETY: live for the call (type invariant).
+        unsafe { (*self.0.get()).ki_pos }
+    }
+}
+
+/// The user memory of a `direct_IO` call.
+///
+/// # Invariants
+///
+/// Live for the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct IovIter(Opaque<bindings::iov_iter>);
+
+impl IovIter {
+    /// # Safety
+    ///
+    /// `p` is the iterator the VFS passes to `direct_IO`, for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::iov_iter) -> &'a IovIter {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<IovIter>() }
+    }
+
+    /// `iov_iter_alignment`: the OR of every segment's address and length (low bits set when
+    /// any of them is misaligned).
+    pub(crate) fn alignment(&self) -> u64 {
+        // SAFETY: live for the call (type invariant); only read.
+        (unsafe { bindings::iov_iter_alignment(self.0.get()) }) as u64
+    }
+}
+
+/// The file of an `O_TMPFILE` open, as `inode_operations::tmpfile` receives it.
+///
+/// # Invariants
+///
+/// The file `vfs_tmpfile` passes to `tmpfile`, not yet opened, whose path holds the new
+/// negative dentry, for the lifetime of the reference.
+#[repr(transparent)]
+pub(crate) struct TmpFile(Opaque<bindings::file>);
+
+impl TmpFile {
+    /// # Safety
+    ///
+    /// `p` is the file the VFS passes to `inode_operations::tmpfile`, for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut bindings::file) -> &'a TmpFile {
+        // SAFETY: a transparent wrapper; valid per the contract.
+        unsafe { &*p.cast::<TmpFile>() }
+    }
+
+    /// The file's (negative) dentry.
+    pub(crate) fn dentry(&self) -> &Dentry {
+        // SAFETY: the file's path holds the dentry for the call (type invariant).
+        unsafe { Dentry::from_raw((*self.0.get()).f_path.dentry) }
+    }
+
+    /// Give the file its inode and open it: `set_nlink(1)`, then `d_tmpfile` (the dentry takes
+    /// the reference, and drops the link count to zero again, marking the inode dirty), then
+    /// `finish_open_simple`. `inode` is a new regular ferrofs inode nothing else sees yet.
+    pub(crate) fn finish(&self, inode: InodeRef) -> Result {
+        inode.set_nlink(1);
+        // SAFETY: the file and its negative dentry are `vfs_tmpfile`'s (type invariant); the
+        // inode has the one link `d_tmpfile` drops, and its reference passes to the dentry.
+        unsafe { bindings::d_tmpfile(self.0.get(), inode.into_raw()) };
+        // SAFETY: as above (`finish_open_simple` with no error).
+        to_result(unsafe { bindings::finish_open(self.0.get(), (*self.0.get()).f_path.dentry, None) })
     }
 }

@@ -8,7 +8,7 @@
 
 use core::ops::Deref;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use kernel::bindings;
 use kernel::error::to_result;
@@ -32,6 +32,10 @@ pub(crate) struct FerroInode {
     /// The inode holds a write-back budget of one inode record (`BUDGET_PER_INODE`): charged
     /// by the first folio dirtied, used by the next `write_blocks` call (src/data.rs).
     pub(crate) ino_budget: AtomicBool,
+    /// Write-back budget bytes `fallocate` holds for the file's next folios (src/falloc.rs):
+    /// `write_begin` and `page_mkwrite` draw from it before the shared pool; given back at
+    /// eviction.
+    pub(crate) prealloc: AtomicU64,
 }
 
 /// The inode slab cache, or null while the module holds none.
@@ -98,6 +102,7 @@ pub(crate) unsafe extern "C" fn alloc_inode(sb: *mut bindings::super_block) -> *
     unsafe {
         ptr::addr_of_mut!((*p).ino).write(0);
         ptr::addr_of_mut!((*p).ino_budget).write(AtomicBool::new(false));
+        ptr::addr_of_mut!((*p).prealloc).write(AtomicU64::new(0));
         Opaque::raw_get(ptr::addr_of!((*p).vfs))
     }
 }
@@ -353,6 +358,35 @@ impl Inode {
         unsafe { bindings::truncate_setsize(self.as_ptr(), size) }
     }
 
+    /// `truncate_pagecache_range(inode, from, to)`: drop the cached folios inside bytes
+    /// `from..=to` and zero the parts of the folios at its ends that lie inside it. The caller
+    /// holds the inode lock and the invalidate lock.
+    pub(crate) fn truncate_pagecache_range(&self, from: i64, to: i64) {
+        // SAFETY: the inode is live (type invariant); the caller holds its locks.
+        unsafe { bindings::truncate_pagecache_range(self.as_ptr(), from, to) }
+    }
+
+    /// `inode_newsize_ok`: whether the file may grow to `size` (EFBIG past the limits, as
+    /// `RLIMIT_FSIZE` sends SIGXFSZ).
+    pub(crate) fn newsize_ok(&self, size: i64) -> Result {
+        // SAFETY: the inode is live (type invariant).
+        to_result(unsafe { bindings::inode_newsize_ok(self.as_ptr(), size) })
+    }
+
+    /// `set_nlink`. The caller holds the inode's lock or the inode is not yet visible.
+    pub(crate) fn set_nlink(&self, nlink: u32) {
+        // SAFETY: the inode is live (type invariant); writers are serialised by the caller.
+        unsafe { bindings::set_nlink(self.as_ptr(), nlink) }
+    }
+
+    /// Take the inode lock (`inode_lock`: `i_rwsem` for writing), released when the guard is
+    /// dropped. For the file operations the VFS calls without it (`fallocate`).
+    pub(crate) fn lock(&self) -> InodeLock<'_> {
+        // SAFETY: the inode is live (type invariant); the guard releases the lock.
+        unsafe { bindings::down_write(ptr::addr_of_mut!((*self.as_ptr()).i_rwsem)) };
+        InodeLock(self)
+    }
+
     /// Take the mapping's invalidate lock (exclusive), released when the guard is dropped.
     pub(crate) fn invalidate_lock(&self) -> InvalidateLock<'_> {
         // SAFETY: the mapping of a live inode (type invariant); the guard unlocks it.
@@ -519,6 +553,16 @@ impl Inode {
     }
 }
 
+
+/// The inode lock (`inode_lock`), held.
+pub(crate) struct InodeLock<'a>(&'a Inode);
+
+impl Drop for InodeLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: releases the lock `lock` took (`inode_unlock`).
+        unsafe { bindings::up_write(ptr::addr_of_mut!((*self.0.as_ptr()).i_rwsem)) }
+    }
+}
 
 /// The mapping's invalidate lock, held exclusively (`filemap_invalidate_lock`).
 pub(crate) struct InvalidateLock<'a>(&'a Inode);

@@ -29,6 +29,7 @@ usage:
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
   ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
   ferrofs-fstest ifmeta run|verify DIR   (POSIX ACLs and inode flags; see ifmeta.rs)
+  ferrofs-fstest ifdata run DIR [--snapshot SRCMTD:DSTMTD] | verify DIR   (see ifdata.rs)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
 the last line is `N passed, N failed`. Exit status: 0 all passed, 1 a check failed, 2 usage.
@@ -170,6 +171,9 @@ fn dir_arg(a: &Args, i: usize) -> Result<PathBuf, String> {
 }
 
 fn run(args: &[String]) -> Result<i32, String> {
+    if args.first().map(String::as_str) == Some("ifdata") {
+        return Ok(crate::ifdata::main(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("lifecycle") {
         return Ok(crate::lifecycle::main(&args[1..]));
     }

@@ -12,6 +12,7 @@ pub mod faults;
 pub mod fsx;
 pub mod hostile;
 pub mod ifmeta;
+pub mod ifdata;
 pub mod integrity;
 pub mod lifecycle;
 pub mod pattern;

@@ -265,27 +265,6 @@ pub fn decode(s: &[u8], idx: u64) -> Option<(u64, Body)> {
 // ---------------------------------------------------------------------------------------------
 // The log device
 
-/// A buffer aligned for O_DIRECT.
-struct ABuf {
-    v: Vec<u8>,
-    off: usize,
-    len: usize,
-}
-
-impl ABuf {
-    fn new(len: usize) -> ABuf {
-        let v = vec![0u8; len + 4096];
-        let off = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
-        ABuf { v, off, len }
-    }
-    fn get(&self) -> &[u8] {
-        &self.v[self.off..self.off + self.len]
-    }
-    fn get_mut(&mut self) -> &mut [u8] {
-        &mut self.v[self.off..self.off + self.len]
-    }
-}
-
 /// One epoch found in a half of the log.
 #[derive(Debug, Clone)]
 pub struct Epoch {
@@ -345,7 +324,7 @@ impl LogDev {
             return Err(LOG_FULL.into());
         }
         let s = encode(idx, epoch, body)?;
-        let mut b = ABuf::new(SECTOR);
+        let mut b = sys::AlignedBuf::new(SECTOR);
         b.get_mut().copy_from_slice(&s);
         let off = (half * self.half_sectors + idx) * SECTOR as u64;
         self.fd
@@ -361,7 +340,7 @@ impl LogDev {
     pub fn scan(&self, half: u64) -> Result<Option<Epoch>, String> {
         const CHUNK: usize = 256 * 1024;
         let per = (CHUNK / SECTOR) as u64;
-        let mut b = ABuf::new(CHUNK);
+        let mut b = sys::AlignedBuf::new(CHUNK);
         let base = half * self.half_sectors * SECTOR as u64;
         let mut ep: Option<Epoch> = None;
         let mut gap = 0u64;

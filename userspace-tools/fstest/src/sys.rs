@@ -882,3 +882,29 @@ pub fn mtd_erase(fd: &Fd, start: u32, length: u32) -> Result<(), Errno> {
     }
     Ok(())
 }
+
+/// A buffer of `len` bytes aligned to 4096 (for O_DIRECT), with room for the same length one
+/// byte later (a misaligned view, for the EINVAL checks).
+pub struct AlignedBuf {
+    v: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> AlignedBuf {
+        let v = vec![0u8; len + 8192];
+        let off = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
+        AlignedBuf { v, off, len }
+    }
+    pub fn get(&self) -> &[u8] {
+        &self.v[self.off..self.off + self.len]
+    }
+    pub fn get_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.off..self.off + self.len]
+    }
+    /// The same length starting one byte later.
+    pub fn misaligned_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.off + 1..self.off + 1 + self.len]
+    }
+}
