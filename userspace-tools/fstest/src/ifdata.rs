@@ -14,18 +14,14 @@
 
 use std::path::{Path, PathBuf};
 
+use libc::{FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+
 use crate::pattern;
 use crate::report::Report;
 use crate::sys::{self, AlignedBuf, Errno, Fd, R};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
-
-const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
-const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
-const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
-const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
-const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
 
 /// `FS_IOC_FIEMAP` = `_IOWR('f', 11, struct fiemap)` (32-byte header).
 const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
