@@ -119,9 +119,10 @@ fn hold(inode: &Inode, off: i64, end: i64) -> Result {
 /// `inode_operations::fiemap` of a regular file: the runs of blocks that have data records
 /// (from the engine's index, as SEEK_DATA/SEEK_HOLE), in whole 4 KiB blocks, each flagged
 /// `FIEMAP_EXTENT_UNKNOWN` with physical address 0: every block is a separate record that
-/// write-back and GC move, so no stable physical extent exists. Dirty page-cache data is not
-/// listed unless the caller asks for `FIEMAP_FLAG_SYNC` (`filefrag` does), which writes it back
-/// first; no other flag is supported (EBADR).
+/// write-back and GC move, so no stable physical extent exists. Dirty page-cache data is written
+/// back first whether or not the caller asks for `FIEMAP_FLAG_SYNC`, so data written and not yet
+/// synced is listed as the extent it is and never as a hole (no extent needs
+/// `FIEMAP_EXTENT_DELALLOC`); no other flag is supported (EBADR).
 ///
 /// # Safety
 ///
@@ -138,6 +139,12 @@ pub(crate) unsafe extern "C" fn fiemap(inode: *mut bindings::inode, fi: *mut bin
 
 fn map_extents(inode: &Inode, fi: &Fiemap, start: u64, len: u64) -> Result {
     let len = fi.prep(inode, start, len)?;
+    // the engine's index knows only written-back blocks: write the dirty ones first (a no-op
+    // after `prep` honoured FIEMAP_FLAG_SYNC)
+    let r = inode.write_and_wait();
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
     let end = start.saturating_add(len);
     let (ino, info) = (inode.ino(), inode.info());
     let mut pos = start;

@@ -29,6 +29,7 @@ usage:
   ferrofs-fstest selftest [crash]   (harness self-check: a pass, a panic, optionally a SIGBUS)
   ferrofs-fstest lifecycle quiet|freeze|thaw|xattr-visibility|umount-timed DIR ...  (see lifecycle.rs)
   ferrofs-fstest ifmeta run|verify DIR   (POSIX ACLs and inode flags; see ifmeta.rs)
+  ferrofs-fstest labels run|verify DIR   (security labels on new inodes, needs Smack; see labels.rs)
   ferrofs-fstest ifdata run DIR [--snapshot SRCMTD:DSTMTD] | verify DIR   (see ifdata.rs)
 
 Each check prints `ok - NAME`, `ok - NAME # SKIP why` or `FAIL - NAME (expected X, got Y)`;
@@ -182,6 +183,9 @@ fn run(args: &[String]) -> Result<i32, String> {
     }
     if args.first().map(String::as_str) == Some("ifmeta") {
         return Ok(crate::ifmeta::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("labels") {
+        return Ok(crate::labels::main(&args[1..]));
     }
     let a = parse(args)?;
     match a.pos.first().map(String::as_str) {

@@ -120,15 +120,6 @@ fn fallocate(fd: &Fd, mode: i32, off: i64, len: i64) -> R<()> {
     Ok(())
 }
 
-fn linkat_empty(fd: &Fd, to: &Path) -> R<()> {
-    let c = sys::cpath(to)?;
-    // SAFETY: `c` is NUL-terminated, the empty path is a static C string, `fd` is open.
-    if unsafe { libc::linkat(fd.raw(), c"".as_ptr(), libc::AT_FDCWD, c.as_ptr(), libc::AT_EMPTY_PATH) } != 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
-}
-
 fn linkat_proc(fd: &Fd, to: &Path) -> R<()> {
     let from = sys::cpath(format!("/proc/self/fd/{}", fd.raw()))?;
     let c = sys::cpath(to)?;
@@ -244,14 +235,14 @@ fn tmpfile_checks(r: &mut Report, dir: &Path) {
     r.ok("read back", fd.pread_full(&mut got, 0));
     r.check("read back: same bytes", got == data, "the written bytes", "other bytes");
     let p = dir.join(LINKED);
-    r.ok("linkat(fd, \"\", AT_EMPTY_PATH)", linkat_empty(&fd, &p));
+    r.ok("linkat(fd, \"\", AT_EMPTY_PATH)", sys::linkat_empty(&fd, &p));
     r.ok("fsync after the link", fd.fsync());
     if let Some(st) = r.ok("stat the new name", sys::stat(&p)) {
         r.eq("one link", 1, st.st_nlink as u64);
         r.eq("its size", LINKED_LEN as i64, st.st_size);
     }
     r.check("its contents", read_all(&p).ok() == Some(data), "the written bytes", "other bytes");
-    r.err("linkat of the same file to an existing name", linkat_empty(&fd, &p), libc::EEXIST);
+    r.err("linkat of the same file to an existing name", sys::linkat_empty(&fd, &p), libc::EEXIST);
     drop(fd);
     r.check("the name stays after close", sys::stat(&p).is_ok(), "present", "gone");
 
@@ -266,7 +257,7 @@ fn tmpfile_checks(r: &mut Report, dir: &Path) {
     }
     // O_EXCL: never linkable
     if let Some(fd) = r.ok("open O_TMPFILE | O_EXCL", tmpfile(dir, libc::O_EXCL)) {
-        r.err("linkat of an O_EXCL tmpfile", linkat_empty(&fd, &dir.join("tmp-excl")), libc::ENOENT);
+        r.err("linkat of an O_EXCL tmpfile", sys::linkat_empty(&fd, &dir.join("tmp-excl")), libc::ENOENT);
     }
     r.err("O_TMPFILE needs write access", sys::open(dir, libc::O_TMPFILE | libc::O_RDONLY, 0o600), libc::EINVAL);
     r.err("O_TMPFILE on a regular file", sys::open(&p, libc::O_TMPFILE | libc::O_RDWR, 0o600), libc::ENOTDIR);
@@ -425,7 +416,15 @@ fn fiemap_checks(r: &mut Report, dir: &Path) {
     r.err("FIEMAP_FLAG_XATTR is not supported", fiemap(&fd, FIEMAP_FLAG_XATTR, 8), libc::EBADR);
     r.ok("punch block 1", fallocate(&fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096));
     let want = vec![(0, 0, 4 * KIB as u64, u), (8 * KIB as u64, 0, 8 * KIB as u64, u), (32 * KIB as u64, 0, 8 * KIB as u64, u | FIEMAP_EXTENT_LAST)];
-    r.eq("after a punch: three extents", Ok((3, want)), fiemap(&fd, FIEMAP_FLAG_SYNC, 8));
+    r.eq("after a punch: three extents", Ok((3, want.clone())), fiemap(&fd, FIEMAP_FLAG_SYNC, 8));
+    // data written and not synced, asked without FIEMAP_FLAG_SYNC: an extent, never a hole
+    r.ok("write 4 KiB at 64 KiB (no fsync)", fd.pwrite_all(&vec![3u8; 4 * KIB], 64 * KIB as u64).map_err(|(_, e)| e));
+    let mut want = want;
+    if let Some(last) = want.last_mut() {
+        last.3 = u;
+    }
+    want.push((64 * KIB as u64, 0, 4 * KIB as u64, u | FIEMAP_EXTENT_LAST));
+    r.eq("unsynced data without FIEMAP_FLAG_SYNC: listed as an extent", Ok((4, want)), fiemap(&fd, 0, 8));
     drop(fd);
     r.ok("remove it", sys::unlink(&p));
 }

@@ -14,6 +14,7 @@ pub mod hostile;
 pub mod ifmeta;
 pub mod ifdata;
 pub mod integrity;
+pub mod labels;
 pub mod lifecycle;
 pub mod pattern;
 pub mod posix;

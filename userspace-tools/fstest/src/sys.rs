@@ -350,6 +350,13 @@ pub fn link<P: AsRef<Path>, Q: AsRef<Path>>(a: P, b: Q) -> R<()> {
     ret(unsafe { libc::link(a.as_ptr(), b.as_ptr()) }).map(|_| ())
 }
 
+/// `linkat(fd, "", AT_FDCWD, to, AT_EMPTY_PATH)`: give the open file (an O_TMPFILE one) a name.
+pub fn linkat_empty(fd: &Fd, to: &Path) -> R<()> {
+    let c = cpath(to)?;
+    // SAFETY: `c` is NUL-terminated, the empty path is a static C string, `fd` is open.
+    ret(unsafe { libc::linkat(fd.raw(), c"".as_ptr(), libc::AT_FDCWD, c.as_ptr(), libc::AT_EMPTY_PATH) }).map(|_| ())
+}
+
 pub fn symlink<Q: AsRef<Path>>(target: &[u8], linkpath: Q) -> R<()> {
     let (a, b) = (cbytes(target)?, cpath(linkpath)?);
     // SAFETY: both strings are NUL-terminated.
