@@ -64,6 +64,11 @@ struct Cli {
     /// Dirty fill: bytes per engine write call (the kernel hands over one 4 KiB folio per call).
     #[arg(long, default_value_t = 4096)]
     write_chunk: u64,
+    /// Only the footprint experiment: engine RAM (per segment, per cached index node) and the
+    /// bytes a checkpoint programs, on a 64 MiB and a 1 GiB device (--device-mib: the larger
+    /// one) filled to the first --fill level.
+    #[arg(long)]
+    footprint: bool,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -73,6 +78,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.dirty_fill {
         return dirty_main(&cli);
+    }
+    if cli.footprint {
+        return footprint_main(&cli);
     }
     let mut plan = if cli.quick { Plan::quick(cli.seed) } else { Plan::full(cli.seed) };
     if let Some(d) = cli.device_mib {
@@ -126,6 +134,24 @@ fn write_json<T: serde::Serialize>(path: Option<&std::path::Path>, value: &T) ->
     let Some(p) = path else { return Ok(()) };
     let txt = serde_json::to_string_pretty(value).map_err(|e| format!("JSON: {e}"))?;
     std::fs::write(p, txt + "\n").map_err(|e| format!("writing {}: {e}", p.display()))
+}
+
+fn footprint_main(cli: &Cli) -> ExitCode {
+    let fill = f64::from(cli.fill.first().copied().unwrap_or(50).min(99)) / 100.0;
+    let large = cli.device_mib.unwrap_or(1024);
+    let r = match ferrofs_simbench::footprint::run_footprint(64, large, fill, cli.seed, &mut |l| eprintln!("{l}")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ferrofs-simbench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", ferrofs_simbench::footprint::footprint_markdown(&r));
+    if let Err(e) = write_json(cli.json.as_deref(), &r) {
+        eprintln!("ferrofs-simbench: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }
 
 fn dirty_main(cli: &Cli) -> ExitCode {
