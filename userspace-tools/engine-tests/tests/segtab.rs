@@ -28,6 +28,24 @@ fn reg() -> CreateArgs {
     CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
 }
 
+/// A fresh filesystem on the test device holding `files` files of `size` random bytes each
+/// (seed `seed`), unsynced: the filesystem and the files' inode numbers.
+fn spread(files: u32, size: usize, seed: u64) -> (Fs, Vec<u64>) {
+    let f = RamFlash::new_nand(SEG_SIZE as u32, SEGMENTS, 512);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
+    let mut rng = Rng::new(seed);
+    let mut inos = Vec::new();
+    for i in 0..files {
+        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
+        let mut d = vec![0u8; size];
+        rng.fill(&mut d);
+        fs.write(f.ino, 0, &d, ts(1)).unwrap();
+        inos.push(f.ino);
+    }
+    (fs, inos)
+}
+
 /// The SEGTAB records the newest checkpoint names, as (segment, offset, record sequence: a
 /// place may hold another record once its segment is reused) in chunk order: the
 /// places `checkpoint_metadata` reports that hold a SEGTAB record (with the checkpoint
@@ -52,19 +70,8 @@ fn chunk_records(fs: &mut Fs) -> Vec<(u32, u32, u64)> {
 
 #[test]
 fn a_checkpoint_writes_only_the_chunks_it_needs() {
-    let f = RamFlash::new_nand(SEG_SIZE as u32, SEGMENTS, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     // data spread over many segments, then a few checkpoints so the twins exist
-    let mut rng = Rng::new(3);
-    let mut inos = Vec::new();
-    for i in 0..40 {
-        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
-        let mut d = vec![0u8; 64 * 1024];
-        rng.fill(&mut d);
-        fs.write(f.ino, 0, &d, ts(1)).unwrap();
-        inos.push(f.ino);
-    }
+    let (mut fs, inos) = spread(40, 64 * 1024, 3);
     for _ in 0..4 {
         fs.sync().unwrap();
     }
@@ -145,18 +152,7 @@ fn counters_and_chunks_through_gc_churn() {
 /// previous checkpoint and lose nothing that was synced.
 #[test]
 fn named_twins_survive_an_area_scrub_and_fall_back_page_by_page() {
-    let f = RamFlash::new_nand(SEG_SIZE as u32, SEGMENTS, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
-    let mut rng = Rng::new(5);
-    let mut inos = Vec::new();
-    for i in 0..20 {
-        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
-        let mut d = vec![0u8; 48 * 1024];
-        rng.fill(&mut d);
-        fs.write(f.ino, 0, &d, ts(1)).unwrap();
-        inos.push(f.ino);
-    }
+    let (mut fs, inos) = spread(20, 48 * 1024, 5);
     fs.sync().unwrap();
     let mut history = vec![chunk_records(&mut fs)];
     let mut reused = 0;
