@@ -80,6 +80,8 @@ pub struct MetaResult {
     pub phases: Vec<MetaPhase>,
     /// Inode cache (hits, misses) over the run.
     pub icache: (u64, u64),
+    /// The log's read cache since the remount (line reads served from it, lines read into it).
+    pub read_cache: (u64, u64),
 }
 
 fn eng(what: &'static str) -> impl Fn(Error) -> BenchError {
@@ -211,11 +213,12 @@ pub fn run_meta(cfg: &MetaConfig) -> Result<MetaResult> {
     phases.push(p.end(&mut fs, "rmdir", cfg.dirs));
 
     let icache = fs.icache_stats();
+    let read_cache = fs.read_cache_stats();
     let report = fs.fsck().map_err(eng("fsck"))?;
     if report.problems != 0 {
         return Err(BenchError::Insane(format!("fsck after the meta run: {} problems", report.problems)));
     }
-    Ok(MetaResult { config: cfg.clone(), phases, icache })
+    Ok(MetaResult { config: cfg.clone(), phases, icache, read_cache })
 }
 
 fn readdir_all(fs: &mut Fs, dirs: &[u64]) -> Result<u64> {
@@ -258,8 +261,8 @@ pub fn meta_markdown(r: &MetaResult) -> String {
     }
     let _ = writeln!(
         s,
-        "\nInode cache: {} hits, {} misses. Device time: nandsim's 25 us per page read, 250 us per page programmed, 2 ms per erase, 25 ns per byte transferred.",
-        r.icache.0, r.icache.1
+        "\nInode cache: {} hits, {} misses. Read cache since the remount: {} pages served, {} read. Device time: nandsim's 25 us per page read, 250 us per page programmed, 2 ms per erase, 25 ns per byte transferred.",
+        r.icache.0, r.icache.1, r.read_cache.0, r.read_cache.1
     );
     s
 }
