@@ -159,29 +159,12 @@ pub fn run_meta(cfg: &MetaConfig) -> Result<MetaResult> {
     }
     phases.push(p.end(&mut fs, "stat", n * cfg.stat_rounds.max(1)));
 
-    let p = Phase::start(&mut fs);
-    let entries = readdir_all(&mut fs, &dirs)?;
-    phases.push(p.end(&mut fs, "readdir_entries", entries));
-
-    let p = Phase::start(&mut fs);
-    for i in 0..n {
-        let dir = dirs[(i / fpd) as usize];
-        fs.lookup(dir, &name(i % fpd, "")).map_err(eng("lookup"))?;
-    }
-    phases.push(p.end(&mut fs, "lookup", n));
+    phases.extend(read_phases(&mut fs, &dirs, fpd, "")?);
 
     // cold: a remount empties every cache
     let sim = fs.unmount().map_err(|(e, _)| BenchError::Engine("unmount", e))?;
     fs = Fs::mount(sim, crate::mount_opts(0)).map_err(|(e, _)| BenchError::Engine("remount", e))?;
-    let p = Phase::start(&mut fs);
-    let entries = readdir_all(&mut fs, &dirs)?;
-    phases.push(p.end(&mut fs, "readdir_entries_cold", entries));
-    let p = Phase::start(&mut fs);
-    for i in 0..n {
-        let dir = dirs[(i / fpd) as usize];
-        fs.lookup(dir, &name(i % fpd, "")).map_err(eng("lookup"))?;
-    }
-    phases.push(p.end(&mut fs, "lookup_cold", n));
+    phases.extend(read_phases(&mut fs, &dirs, fpd, "_cold")?);
 
     let p = Phase::start(&mut fs);
     for i in 0..n {
@@ -221,7 +204,10 @@ pub fn run_meta(cfg: &MetaConfig) -> Result<MetaResult> {
     Ok(MetaResult { config: cfg.clone(), phases, icache, read_cache })
 }
 
-fn readdir_all(fs: &mut Fs, dirs: &[u64]) -> Result<u64> {
+/// The phases that only read: every directory listed, then every file looked up by name
+/// (phase names ending in `suffix`).
+fn read_phases(fs: &mut Fs, dirs: &[u64], fpd: u64, suffix: &str) -> Result<[MetaPhase; 2]> {
+    let p = Phase::start(fs);
     let mut entries = 0u64;
     for &d in dirs {
         fs.readdir(d, 0, &mut |_, _, _, _| {
@@ -230,7 +216,13 @@ fn readdir_all(fs: &mut Fs, dirs: &[u64]) -> Result<u64> {
         })
         .map_err(eng("readdir"))?;
     }
-    Ok(entries)
+    let listed = p.end(fs, &format!("readdir_entries{suffix}"), entries);
+    let p = Phase::start(fs);
+    let n = dirs.len() as u64 * fpd;
+    for i in 0..n {
+        fs.lookup(dirs[(i / fpd) as usize], format!("f{}", i % fpd).as_bytes()).map_err(eng("lookup"))?;
+    }
+    Ok([listed, p.end(fs, &format!("lookup{suffix}"), n)])
 }
 
 /// The result as Markdown.

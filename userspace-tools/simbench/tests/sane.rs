@@ -80,7 +80,8 @@ fn meta_run_is_sane() {
     // the entries of a directory share pages: the read cache reads each page once
     assert!(readdir.reads_per_op < 0.5, "{readdir:?}");
     for p in &r.phases {
-        assert!(p.ops_per_s > 0.0, "{p:?}");
+        // a phase whose records all stay in the head buffers costs no device time
+        assert!(p.ops_per_s.is_finite() && (p.device_us_per_op == 0.0 || p.ops_per_s > 0.0), "{p:?}");
     }
     assert!(r.phases[1].records_per_op >= 3.0, "create appends an inode, an entry and the directory's inode");
     assert!(meta_markdown(&r).contains("| readdir_entries | 208 |"));
