@@ -195,6 +195,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     freed = true;
                 }
             }
+            if retired || freed {
+                // what it held is gone for good (an FTL may discard it)
+                self.log.rcache.invalidate_seg(i);
+            }
             if retired {
                 self.log.stats.retired = self.log.stats.retired.saturating_add(1);
                 let _ = self.log.flash.mark_bad(i);

@@ -6,7 +6,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, name_hash, rtype, FileType, Inode, Key, Timespec, FLAG_CONT, HEAD_META, NAME_MAX, REC_HDR,
+    kind, name_hash, rtype, FileType, Inode, Key, Loc, Timespec, FLAG_CONT, HEAD_META, NAME_MAX, REC_HDR,
     S_IFDIR, S_IFLNK, S_IFMT, SYMLINK_MAX,
 };
 use crate::engine::fs::{Engine, ROOT_INO};
@@ -19,6 +19,9 @@ pub const RENAME_NOREPLACE: u32 = 1;
 
 /// `rename` flag: atomically exchange source and target.
 pub const RENAME_EXCHANGE: u32 = 2;
+
+/// Directory entries whose locations [`Engine::readdir`] takes from the index at once.
+const DIR_RUN: usize = 32;
 
 /// Readdir callback: `(name, ino, type, next_cookie) -> continue?`.
 pub type DirFiller<'a> = &'a mut dyn FnMut(&[u8], u64, FileType, u64) -> bool;
@@ -93,25 +96,39 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             c = 2;
         }
+        // the entries' locations come a run at a time from one walk of the index leaves;
+        // entries written together share pages, which the log's read cache reads once
+        let last = Key::new(dir, kind::DENT, u64::MAX);
         let mut from = Key::new(dir, kind::DENT, c);
         loop {
-            let (key, loc) = match self.idx_next(&from)? {
-                Some((k, l)) if k.ino == dir && k.kind == kind::DENT => (k, l),
-                _ => return Ok(()),
-            };
-            self.read_at(&key, loc)?;
-            let p = self.payload();
-            let mut r = Reader::new(p);
-            let ino = r.u64()?;
-            let dt = r.u8()?;
-            let nl = r.u8()? as usize;
-            let name = r.bytes(nl)?;
-            // no name hash reaches u64::MAX; a forged key there would make the cookie stall
-            let next = key.key.checked_add(1).ok_or(Error::Corrupt)?;
-            if !f(name, ino, ftype_of_dtype(dt), next) {
+            let mut run = [(Key::default(), Loc::default()); DIR_RUN];
+            let mut n = 0usize;
+            self.idx_walk(&from, &mut |k, l| match run.get_mut(n) {
+                Some(slot) if k <= last => {
+                    *slot = (k, l);
+                    n += 1;
+                    n < DIR_RUN
+                }
+                _ => false,
+            })?;
+            for &(key, loc) in run.get(..n).unwrap_or(&[]) {
+                self.read_at(&key, loc)?;
+                let p = self.payload();
+                let mut r = Reader::new(p);
+                let ino = r.u64()?;
+                let dt = r.u8()?;
+                let nl = r.u8()? as usize;
+                let name = r.bytes(nl)?;
+                // no name hash reaches u64::MAX; a forged key there would make the cookie stall
+                let next = key.key.checked_add(1).ok_or(Error::Corrupt)?;
+                if !f(name, ino, ftype_of_dtype(dt), next) {
+                    return Ok(());
+                }
+                from = Key::new(dir, kind::DENT, next);
+            }
+            if n < DIR_RUN {
                 return Ok(());
             }
-            from = Key::new(dir, kind::DENT, next);
         }
     }
 

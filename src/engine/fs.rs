@@ -613,9 +613,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.flash
     }
 
-    /// Borrow the medium.
+    /// Borrow the medium (to change it, e.g. to inject faults): the log's read cache is
+    /// emptied, since what it holds may no longer be what the medium holds.
     pub fn flash(&mut self) -> &mut F {
+        self.log.rcache.clear();
         &mut self.log.flash
+    }
+
+    /// Look at the medium (its counters, its contents) without changing it.
+    pub fn flash_ref(&self) -> &F {
+        &self.log.flash
+    }
+
+    /// The log's read cache (see `readcache.rs`) since the mount: (line reads served from it,
+    /// lines read into it from the medium).
+    pub fn read_cache_stats(&self) -> (u64, u64) {
+        (self.log.rcache.hits, self.log.rcache.misses)
     }
 
     /// Sequence number of the next record. It changes whenever anything is appended to the

@@ -188,11 +188,22 @@ impl<P: Platform> Tree<P> {
 
     /// The first entry with key >= `from`.
     pub fn next(&mut self, io: &mut dyn NodeIo, from: &Key) -> Result<Option<(Key, Loc)>> {
+        let mut first = None;
+        self.walk_from(io, from, &mut |k, l| {
+            first = Some((k, l));
+            false
+        })?;
+        Ok(first)
+    }
+
+    /// Visit the entries with key >= `from` in key order, `f(key, loc)` returning false to
+    /// stop: one descent, then leaf after leaf (a range costs no descent per entry).
+    pub fn walk_from(&mut self, io: &mut dyn NodeIo, from: &Key, f: &mut dyn FnMut(Key, Loc) -> bool) -> Result<()> {
         let mut path = [(0u32, 0usize); MAX_LEVEL as usize + 1];
         let mut depth = 0;
         let mut cur = match self.descend(io, from, 0, &mut path, &mut depth)? {
             Some(l) => l,
-            None => return Ok(None),
+            None => return Ok(()),
         };
         let mut start = {
             let n = self.node(cur)?;
@@ -200,19 +211,24 @@ impl<P: Platform> Tree<P> {
                 Ok(i) | Err(i) => i,
             }
         };
+        // the last key visited: keys must rise strictly (a forged node could repeat them)
+        let mut last: Option<Key> = None;
         loop {
             {
                 let n = self.node(cur)?;
                 if n.level == 0 {
                     if let Some(e) = n.entries.as_slice().get(start) {
-                        // never below `from`: callers loop on `next` and must make progress
-                        if e.key < *from {
+                        // never below `from` nor back: callers loop and must make progress
+                        if e.key < *from || last.is_some_and(|k| e.key <= k) {
                             return Err(Error::Corrupt);
                         }
-                        return match e.ptr {
-                            Ptr::Flash(l) => Ok(Some((e.key, l))),
-                            Ptr::Mem(_) => Err(Error::Corrupt),
-                        };
+                        let Ptr::Flash(l) = e.ptr else { return Err(Error::Corrupt) };
+                        last = Some(e.key);
+                        if !f(e.key, l) {
+                            return Ok(());
+                        }
+                        start = start.saturating_add(1);
+                        continue;
                     }
                 } else if start < n.entries.len() {
                     // descend leftmost from child `start`
@@ -226,7 +242,7 @@ impl<P: Platform> Tree<P> {
             }
             // exhausted this node: go up
             if depth == 0 {
-                return Ok(None);
+                return Ok(());
             }
             depth -= 1;
             let (p, idx) = *path.get(depth).ok_or(Error::Corrupt)?;

@@ -9,6 +9,7 @@ use crate::engine::format::{
 };
 use crate::engine::index::NodeIo;
 use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::readcache::{ReadCache, READ_CACHE_BYTES};
 use crate::engine::segtab::{SegMut, SegTable};
 
 /// Segment flag: a corrected read was seen, scrub (rewrite) the segment.
@@ -171,6 +172,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub pairing: Option<(Pairing, u32)>,
     /// Bytes of MLC pair padding ([`Log::pair_pad`]) programmed since the mount.
     pub pair_pad_bytes: u64,
+    /// Copies of recently read write units (see `readcache.rs`).
+    pub rcache: ReadCache<P>,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -212,6 +215,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             open_max: 0,
             pairing,
             pair_pad_bytes: 0,
+            rcache: ReadCache::new(wu, READ_CACHE_BYTES),
         }
     }
 
@@ -333,6 +337,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// they are (the caller decides about fail-stop).
     pub fn write_fixed(&mut self, seg: u32, off: u32, data: &[u8]) -> Result<()> {
         self.open_check(seg, off, data.len())?;
+        self.rcache.invalidate(seg, off, off.saturating_add(data.len() as u32));
         self.flash.write(seg, off, data)?;
         self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(data.len() as u64);
         self.note_written(seg, off, data.len());
@@ -441,6 +446,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// segment's state is left as it was and the engine stops writing (fail-stop).
     pub fn erase(&mut self, seg: u32) -> Result<bool> {
         self.note_closed(seg);
+        self.rcache.invalidate_seg(seg);
         match self.flash.erase(seg) {
             Ok(()) => {
                 self.stats.erases = self.stats.erases.saturating_add(1);
@@ -475,6 +481,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Err(Error::ReadOnly);
         }
         self.open_check(seg, off, buf.len())?;
+        self.rcache.invalidate(seg, off, off.saturating_add(buf.len() as u32));
         match self.flash.write(seg, off, buf) {
             Ok(()) => {
                 self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(buf.len() as u64);
@@ -1141,27 +1148,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if flash_end > off {
             let n = (flash_end - off) as usize;
             let part = out.get_mut(..n).ok_or(Error::Corrupt)?;
-            match self.flash.read(seg, off, part) {
-                Ok(ReadStatus::Clean) => {}
-                Ok(ReadStatus::Corrected) => {
-                    self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
-                    if let Ok(mut s) = self.seg_mut(seg) {
-                        s.flags |= SEG_SCRUB;
-                    }
-                }
-                Err(e) => {
-                    if e == crate::engine::flash::FlashError::Uncorrectable {
-                        self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
-                        if live {
-                            // move what is still readable off the damaged block, then retire it
-                            if let Ok(mut s) = self.seg_mut(seg) {
-                                s.flags |= SEG_SCRUB | SEG_RETIRE;
-                            }
-                        }
-                    }
-                    return Err(e.into());
-                }
-            }
+            self.read_medium(seg, off, part, live)?;
         }
         if let Some((h, bstart)) = from_buf {
             let src_buf = if h == NUM_HEADS {
@@ -1177,6 +1164,74 @@ impl<P: Platform, F: Flash> Log<P, F> {
             out.get_mut(oo..oo.saturating_add(n)).ok_or(Error::Corrupt)?.copy_from_slice(src);
         }
         Ok(())
+    }
+
+    /// Read `out.len()` bytes at `off` of `seg` from the medium: small reads line by line
+    /// through the read cache (a line missing is read whole and kept), larger ones directly.
+    fn read_medium(&mut self, seg: u32, off: u32, out: &mut [u8], live: bool) -> Result<()> {
+        if !self.rcache.wants(off, out.len()) {
+            let r = self.flash.read(seg, off, out);
+            return self.read_status(seg, r, live);
+        }
+        let line = self.rcache.line().max(1);
+        let end = off.checked_add(out.len() as u32).ok_or(Error::Corrupt)?;
+        let mut p = off;
+        while p < end {
+            let ls = p.saturating_sub(p.checked_rem(line).unwrap_or(0));
+            let part_end = end.min(ls.saturating_add(line));
+            let dst = out.get_mut(p.saturating_sub(off) as usize..part_end.saturating_sub(off) as usize).ok_or(Error::Corrupt)?;
+            let (a, b) = (p.saturating_sub(ls) as usize, part_end.saturating_sub(ls) as usize);
+            if let Some(src) = self.rcache.get(seg, ls) {
+                copy_exact(dst, src.get(a..b))?;
+            } else if ls.saturating_add(line) <= self.geo.segment_size {
+                match self.rcache.victim() {
+                    Some((slot, buf)) => {
+                        let r = self.flash.read(seg, ls, buf);
+                        // a failed read leaves the slot empty
+                        self.read_status(seg, r, live)?;
+                        self.rcache.fill(slot, seg, ls);
+                        copy_exact(dst, self.rcache.line_at(slot).and_then(|l| l.get(a..b)))?;
+                    }
+                    None => {
+                        let r = self.flash.read(seg, p, dst);
+                        self.read_status(seg, r, live)?;
+                    }
+                }
+            } else {
+                let r = self.flash.read(seg, p, dst);
+                self.read_status(seg, r, live)?;
+            }
+            p = part_end;
+        }
+        Ok(())
+    }
+
+    /// Account for the outcome `r` of a read of `seg`: a corrected read flags the segment for
+    /// scrubbing; an uncorrectable read of a `live` record (see `read_bytes_as`) flags it for
+    /// retirement.
+    fn read_status(&mut self, seg: u32, r: core::result::Result<ReadStatus, crate::engine::flash::FlashError>, live: bool) -> Result<()> {
+        match r {
+            Ok(ReadStatus::Clean) => Ok(()),
+            Ok(ReadStatus::Corrected) => {
+                self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
+                if let Ok(mut s) = self.seg_mut(seg) {
+                    s.flags |= SEG_SCRUB;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if e == crate::engine::flash::FlashError::Uncorrectable {
+                    self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
+                    if live {
+                        // move what is still readable off the damaged block, then retire it
+                        if let Ok(mut s) = self.seg_mut(seg) {
+                            s.flags |= SEG_SCRUB | SEG_RETIRE;
+                        }
+                    }
+                }
+                Err(e.into())
+            }
+        }
     }
 
     /// Read and verify the live record at `loc` into `out` (header + payload).
@@ -1352,6 +1407,17 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
             _ => Ok(None),
         }
+    }
+}
+
+/// `dst.copy_from_slice(src)`, `Corrupt` unless `src` is there and as long.
+fn copy_exact(dst: &mut [u8], src: Option<&[u8]>) -> Result<()> {
+    match src {
+        Some(s) if s.len() == dst.len() => {
+            dst.copy_from_slice(s);
+            Ok(())
+        }
+        _ => Err(Error::Corrupt),
     }
 }
 

@@ -27,6 +27,7 @@ pub mod index;
 mod inode;
 pub mod log;
 pub mod platform;
+pub mod readcache;
 mod records;
 mod recovery;
 pub mod repair;

@@ -29,6 +29,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.tree.next(&mut self.log, from)
     }
 
+    /// Visit the keys >= `from` in order until `f(key, loc)` returns false (one descent).
+    pub(crate) fn idx_walk(&mut self, from: &Key, f: &mut dyn FnMut(Key, Loc) -> bool) -> Result<()> {
+        self.tree.walk_from(&mut self.log, from, f)
+    }
+
     /// Remove every key in `[a, b]`.
     ///
     /// Each key `next` finds must be removable: a key that lookups do not reach (a forged

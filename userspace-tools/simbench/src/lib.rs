@@ -16,6 +16,7 @@
 
 pub mod dirty;
 pub mod footprint;
+pub mod meta;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -119,7 +120,7 @@ pub fn checkpoint_slot_bytes(segments: u32, write_unit: u32) -> u64 {
 }
 
 pub(crate) fn counters(fs: &mut Fs) -> Counters {
-    fs.flash().counters()
+    fs.flash_ref().counters()
 }
 
 /// Which blocks the overwrites hit.

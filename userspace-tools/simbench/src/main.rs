@@ -69,6 +69,11 @@ struct Cli {
     /// one) filled to the first --fill level.
     #[arg(long)]
     footprint: bool,
+    /// Only the metadata experiment of `ferrofs-bench meta` (20 directories x 100 empty files on
+    /// 128 MiB; --device-mib): flash reads, records appended, pages programmed, simulated
+    /// nandsim time and CPU time per operation.
+    #[arg(long)]
+    meta: bool,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -81,6 +86,9 @@ fn main() -> ExitCode {
     }
     if cli.footprint {
         return footprint_main(&cli);
+    }
+    if cli.meta {
+        return meta_main(&cli);
     }
     let mut plan = if cli.quick { Plan::quick(cli.seed) } else { Plan::full(cli.seed) };
     if let Some(d) = cli.device_mib {
@@ -141,6 +149,17 @@ fn footprint_main(cli: &Cli) -> ExitCode {
     let large = cli.device_mib.unwrap_or(1024);
     let r = ferrofs_simbench::footprint::run_footprint(64, large, fill, cli.seed, &mut |l| eprintln!("{l}"));
     match publish(cli, r, ferrofs_simbench::footprint::footprint_markdown) {
+        Some(_) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    }
+}
+
+fn meta_main(cli: &Cli) -> ExitCode {
+    let mut cfg = ferrofs_simbench::meta::MetaConfig::rig(cli.seed);
+    if let Some(d) = cli.device_mib {
+        cfg.device_mib = d;
+    }
+    match publish(cli, ferrofs_simbench::meta::run_meta(&cfg), ferrofs_simbench::meta::meta_markdown) {
         Some(_) => ExitCode::SUCCESS,
         None => ExitCode::FAILURE,
     }

@@ -66,3 +66,23 @@ fn mount_after_clean_unmount_replays_nothing() {
     let json = serde_json::to_string(&rep).expect("json");
     assert!(json.contains("\"replayed_records\""));
 }
+
+#[test]
+fn meta_run_is_sane() {
+    use ferrofs_simbench::meta::{meta_markdown, run_meta, MetaConfig};
+    let cfg = MetaConfig { device_mib: 16, dirs: 4, files_per_dir: 50, stat_rounds: 1, seed: 5 };
+    let r = run_meta(&cfg).expect("meta run");
+    let ops: Vec<&str> = r.phases.iter().map(|p| p.op.as_str()).collect();
+    assert_eq!(ops, ["mkdir", "create", "stat", "readdir_entries", "lookup", "readdir_entries_cold", "lookup_cold", "rename", "unlink", "rmdir"]);
+    let readdir = &r.phases[3];
+    // 50 files and . and .. per directory
+    assert_eq!(readdir.ops, 4 * 52);
+    // the entries of a directory share pages: the read cache reads each page once
+    assert!(readdir.reads_per_op < 0.5, "{readdir:?}");
+    for p in &r.phases {
+        // a phase whose records all stay in the head buffers costs no device time
+        assert!(p.ops_per_s.is_finite() && (p.device_us_per_op == 0.0 || p.ops_per_s > 0.0), "{p:?}");
+    }
+    assert!(r.phases[1].records_per_op >= 3.0, "create appends an inode, an entry and the directory's inode");
+    assert!(meta_markdown(&r).contains("| readdir_entries | 208 |"));
+}
