@@ -46,7 +46,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let need = free < min_free;
             let pending = self.pending_free();
             if pending > 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
-                self.checkpoint()?;
+                self.checkpoint_to_free()?;
                 worked = true;
                 continue;
             }
@@ -58,7 +58,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let max_live = if need { GC_MAX_LIVE } else { GC_AHEAD_MAX_LIVE };
             if !self.gc_once(false, max_live, need)? {
                 if need && pending > 0 {
-                    self.checkpoint()?;
+                    self.checkpoint_to_free()?;
                     worked = true;
                     continue;
                 }
@@ -85,7 +85,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(true);
         }
         if background {
@@ -116,7 +116,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         };
         let vi = *self.log.seg(v)?;
         if vi.live == 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(true);
         }
         if !background
@@ -275,6 +275,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     pub(crate) fn gc_after_victim(&mut self) -> Result<()> {
         self.maybe_commit()?;
         if self.log.free_count() <= self.cp_margin() {
+            self.checkpoint_to_free()?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint taken to free segments. A checkpoint frees only the segments that were
+    /// already dead at the previous one (the fallback may still need the others); the victims
+    /// emptied since then would wait for the next checkpoint, a whole interval of cleaning held
+    /// back from the free pool. When more of them wait than a checkpoint's segment table may
+    /// take, a second checkpoint frees them at once: it writes little (the index was just
+    /// committed: changed segment-table chunks, head padding, the slot).
+    pub(crate) fn checkpoint_to_free(&mut self) -> Result<()> {
+        self.checkpoint()?;
+        if self.pending_free() > self.segtab_segments().saturating_add(1) {
             self.checkpoint()?;
         }
         Ok(())
