@@ -16,7 +16,7 @@ pub const GC_BATCH: u32 = 4;
 pub const GC_MAX_LIVE: u32 = 90;
 
 /// Cleaning ahead of need (free segments above the need) takes victims at most this live.
-pub const GC_AHEAD_MAX_LIVE: u32 = 75;
+pub const GC_AHEAD_MAX_LIVE: u32 = 90;
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Make sure at least `min_free` segments are free, running the GC if needed.
