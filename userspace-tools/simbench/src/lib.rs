@@ -355,14 +355,7 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
         if i == meas / 2 {
             mid = Some((counters(&mut fs).bytes_programmed, user));
         }
-        let sa = fs.stats();
         user += overwrite(&mut fs, &mut op, &mut rng, &mut enospc)?;
-        if std::env::var_os("WA_TRACE").is_some() && i < 3000 {
-            let sb = fs.stats();
-            if sb.checkpoints != sa.checkpoints {
-                eprintln!("TRACE i={} cps+{} free {}->{} idx+{} gcb+{}", i, sb.checkpoints - sa.checkpoints, sa.free_segments, sb.free_segments, sb.index_bytes - sa.index_bytes, sb.gc_bytes - sa.gc_bytes);
-            }
-        }
     }
     let seconds = start.elapsed().as_secs_f64();
     let c1 = counters(&mut fs);
