@@ -285,7 +285,7 @@ fn enospc_with_a_segment_table_spanning_segments() {
 /// files to 95 % of the capacity statfs offers: the write amplification (bytes programmed over
 /// user bytes, after a warm-up of twice the device) stays at most 5.4 (issue 12 asks for 6 in
 /// simbench, whose workload measures higher: 6.56 before, 5.35 now). This workload measured
-/// 5.78 while a checkpoint the GC took freed only the victims of the interval before it and
+/// 6.24 while a checkpoint the GC took freed only the victims of the interval before it and
 /// cleaning ahead of need took no victim above 75 % live (at this fill none is), so that the GC
 /// checkpointed every few victims; 5.03 now.
 #[test]
