@@ -830,6 +830,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let seq = self.take_seq();
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
         let r = self.append_raw(h, rt, flags, key, payload, seq);
+        let kind = match rt {
+            rtype::INDEX => Some(&mut self.stats.index_bytes),
+            rtype::SEGTAB => Some(&mut self.stats.segtab_bytes),
+            rtype::INODE => Some(&mut self.stats.inode_bytes),
+            _ => None,
+        };
+        if let (Some(n), true) = (kind, r.is_ok()) {
+            *n = n.saturating_add(u64::from(need));
+        }
         if r.is_err() {
             self.since_checkpoint = self.since_checkpoint.saturating_sub(u64::from(need));
             if self.next_seq == seq.saturating_add(1) {
