@@ -148,16 +148,16 @@ fn thread_cpu() -> Option<f64> {
     Some(ns as f64 / 1e9)
 }
 
-struct Clock {
+pub(crate) struct Clock {
     wall: Instant,
     cpu: Option<f64>,
 }
 
 impl Clock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Clock { wall: Instant::now(), cpu: thread_cpu() }
     }
-    fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         match (self.cpu, thread_cpu()) {
             (Some(a), Some(b)) => b - a,
             _ => self.wall.elapsed().as_secs_f64(),

@@ -16,6 +16,7 @@
 
 pub mod dirty;
 pub mod footprint;
+pub mod mountscale;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
