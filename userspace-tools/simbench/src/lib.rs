@@ -17,6 +17,7 @@
 pub mod dirty;
 pub mod footprint;
 pub mod meta;
+pub mod mountscale;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
