@@ -102,39 +102,45 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let all = locs.as_slice().len();
         while a < all {
             // the records [a, b) lie back to back in one segment, within READ_SPAN_MAX
+            // (records and aligned payloads alike: `start` and `bytes` span what they occupy)
             let (_, l0) = *locs.as_slice().get(a).ok_or(Error::Corrupt)?;
             let mut b = a + 1;
-            let mut span_end = u64::from(l0.off) + u64::from(l0.len);
+            let mut span_end = u64::from(l0.start()) + u64::from(l0.bytes());
             while let Some(&(_, l)) = locs.as_slice().get(b) {
                 let gap_ok = l.seg == l0.seg
-                    && u64::from(l.off) >= span_end
-                    && u64::from(l.off) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
-                    && u64::from(l.off) + u64::from(l.len) - u64::from(l0.off) <= READ_SPAN_MAX as u64;
+                    && u64::from(l.start()) >= span_end
+                    && u64::from(l.start()) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
+                    && u64::from(l.start()) + u64::from(l.bytes()) - u64::from(l0.start()) <= READ_SPAN_MAX as u64;
                 if !gap_ok {
                     break;
                 }
-                span_end = u64::from(l.off) + u64::from(l.len);
+                span_end = u64::from(l.start()) + u64::from(l.bytes());
                 b += 1;
             }
-            let len = usize::try_from(span_end - u64::from(l0.off)).map_err(|_| Error::Corrupt)?;
+            let len = usize::try_from(span_end - u64::from(l0.start())).map_err(|_| Error::Corrupt)?;
             span.clear();
             span.try_resize(len, 0)?;
-            self.log.read_span(l0.seg, l0.off, span.as_mut_slice())?;
+            self.log.read_span(l0.seg, l0.start(), span.as_mut_slice())?;
             for &(blk, loc) in locs.as_slice().get(a..b).ok_or(Error::Corrupt)? {
-                let o = (loc.off - l0.off) as usize;
-                let rec = span.as_slice().get(o..o.saturating_add(loc.len as usize)).ok_or(Error::Corrupt)?;
-                let h = self.log.check_record(rec, loc)?;
+                let o = (loc.start() - l0.start()) as usize;
+                let rec = span.as_slice().get(o..o.saturating_add(loc.bytes() as usize)).ok_or(Error::Corrupt)?;
+                let p = if loc.is_aligned() {
+                    self.log.check_aligned(rec, loc)?;
+                    rec
+                } else {
+                    let h = self.log.check_record(rec, loc)?;
+                    if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
+                        return Err(Error::Corrupt);
+                    }
+                    rec.get(REC_HDR..).unwrap_or(&[])
+                };
                 let k = blk - first;
-                if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
-                    return Err(Error::Corrupt);
-                }
                 while next < k {
                     f(next, &[]);
                     next += 1;
                 }
                 // nothing past EOF, whatever the record holds
                 let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
-                let p = rec.get(REC_HDR..).unwrap_or(&[]);
                 f(k, p.get(..valid.min(p.len())).unwrap_or(&[]));
                 next = k + 1;
             }
