@@ -35,16 +35,16 @@ pub struct FormatOptions {
     /// (three log heads); `Some(n)`, at most `n` segments open at once, `n` in
     /// `OPEN_SEGMENTS_MIN..=OPEN_SEGMENTS_MAX` (1: `NotSupported`; above the maximum: `Invalid`).
     pub open_segments: Option<u32>,
-    /// Aligned data payloads (`FEATURE_INCOMPAT_ALIGNED_DATA`, format.md section 8): whole
-    /// blocks written at multiples of the data alignment (4096 on a block device, the write
-    /// unit clamped to 512..4096 on NAND; NOR: `Invalid`). Off by default until the feature is
-    /// complete (issue 13).
-    pub aligned_data: bool,
+    /// Aligned data payloads (`FEATURE_INCOMPAT_ALIGNED_DATA`, format.md section 8): 0, none
+    /// (the default until the feature is complete, issue 13); else the data alignment, a power
+    /// of two in 512..=4096 dividing the segment (mkfs: 4096 on a block device, the page size
+    /// on NAND), `Invalid` otherwise and on NOR.
+    pub data_align: u32,
 }
 
 impl Default for FormatOptions {
     fn default() -> Self {
-        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755, open_segments: None, aligned_data: false }
+        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755, open_segments: None, data_align: 0 }
     }
 }
 
@@ -251,19 +251,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         // a block device's FTL page (the preferred write size), recorded for the kernel
         let ftl_page = if geo.kind == FlashKind::Block { geo.preferred_write } else { 0 };
-        let data_align = if fo.aligned_data {
-            let a = match geo.kind {
-                FlashKind::Block => DATA_ALIGN_MAX,
-                FlashKind::Nand | FlashKind::MlcNand => wu.clamp(DATA_ALIGN_MIN, DATA_ALIGN_MAX),
-                FlashKind::Nor => 0,
-            };
-            if !Self::data_align_ok(a, geo.segment_size) {
-                return Err((Error::Invalid, flash));
-            }
-            a
-        } else {
-            0
-        };
+        let data_align = fo.data_align;
+        if data_align != 0 && (geo.kind == FlashKind::Nor || !Self::data_align_ok(data_align, geo.segment_size)) {
+            return Err((Error::Invalid, flash));
+        }
         let mut compat = FEATURE_COMPAT;
         if limit != 0 {
             compat |= FEATURE_COMPAT_OPEN_SEGMENTS;
