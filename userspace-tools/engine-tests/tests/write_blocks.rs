@@ -510,9 +510,10 @@ fn wopts() -> MountOptions {
     MountOptions { cache_nodes: 24, checkpoint_log_bytes: 20 * 1024, ..Default::default() }
 }
 
-fn wtemplate() -> (RamFlash, [u64; FILES]) {
+/// `data_align`: 0, DATA records; else aligned data payloads (format.md section 8).
+fn wtemplate(data_align: u32) -> (RamFlash, [u64; FILES]) {
     let f = RamFlash::new_nand(16 * 1024, 64, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = Fs::format(f, &ferrofs_engine::FormatOptions { data_align, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, wopts()).map_err(|e| e.0).unwrap();
     let mut inos = [0u64; FILES];
     for (i, ino) in inos.iter_mut().enumerate() {
@@ -607,9 +608,20 @@ fn wrun_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], cut: u64, tear: bo
 /// filesystem keeps writing, and every 8th cut also cuts its recovery.
 #[test]
 fn crash_enumeration_write_blocks() {
+    crash_enumeration_wb(0);
+}
+
+/// The same with aligned data payloads (format.md section 8: data groups, 2 KiB alignment on
+/// 512-byte write units): a cut in a group's table or payload applies a prefix of its blocks.
+#[test]
+fn crash_enumeration_write_blocks_aligned() {
+    crash_enumeration_wb(2048);
+}
+
+fn crash_enumeration_wb(data_align: u32) {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
-    let (tpl, inos) = wtemplate();
+    let (tpl, inos) = wtemplate(data_align);
     let workloads = 24u64;
     let mut checked = 0u64;
     let mut recovery = 0u64;
@@ -647,8 +659,9 @@ fn crash_enumeration_write_blocks() {
         }
     }
     let all = checked + recovery;
-    println!("crash enumeration (write-back batches): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
-    eprintln!("crash enumeration (write-back batches): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
+    let what = if data_align == 0 { "write-back batches" } else { "write-back batches, aligned data" };
+    println!("crash enumeration ({what}): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
+    eprintln!("crash enumeration ({what}): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
     for f in failures.iter().take(8) {
         eprintln!("{f}");
     }
