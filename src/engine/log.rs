@@ -915,11 +915,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 return Err(e);
             }
         };
-        self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(end - start));
-        let payload0 = end - n as u32 * BLOCK_SIZE;
-        for (i, &(_, _, data)) in todo.iter().enumerate() {
-            let off = payload0 + i as u32 * BLOCK_SIZE;
+        self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(end.saturating_sub(start)));
+        let mut off = end.saturating_sub((n as u32).saturating_mul(BLOCK_SIZE));
+        for &(_, _, data) in todo {
             locs.try_push(Loc::aligned(seg, off, block_crc(self.seed, data)))?;
+            off = off.saturating_add(BLOCK_SIZE);
         }
         Ok(n)
     }
@@ -931,7 +931,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let loc = self.append_bytes(h, rtype::DGROUP, 0, Key::new(ino, kind::DATA, blk), table, seq)?;
         let (payload0, end) = group_extent(loc.off, todo.len() as u32, self.data_align).ok_or(Error::Invalid)?;
         let zeros = [0u8; 512];
-        let mut gap = (payload0 - (loc.off + loc.len)) as usize;
+        let mut gap = payload0.saturating_sub(loc.off.saturating_add(loc.len)) as usize;
         while gap > 0 {
             let k = gap.min(zeros.len());
             self.push_bytes(h, zeros.get(..k).ok_or(Error::Invalid)?)?;
@@ -1415,7 +1415,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let key_ok = first.is_ok_and(|e| Key::new(e.ino, kind::DATA, e.blk) == h.key);
         match group_extent(loc.off, n, self.data_align) {
             Some((_, end)) if self.data_align != 0 && key_ok && end <= self.geo.segment_size => {
-                Scan::Rec(h, Loc { seg: loc.seg, off: loc.off, len: end - loc.off })
+                Scan::Rec(h, Loc { seg: loc.seg, off: loc.off, len: end.saturating_sub(loc.off) })
             }
             _ => Scan::Bad,
         }
