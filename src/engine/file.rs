@@ -153,6 +153,39 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(())
     }
 
+    /// Block `blk` of file `ino` into `out` (at least 4096 bytes: the page-cache folio), the
+    /// bytes past what the file holds zeroed; returns how many bytes are the file's (0: a hole
+    /// or past EOF). An aligned block (format.md section 8) is read from the medium straight
+    /// into `out` (one read of 4096 bytes at an aligned offset, checked against the CRC in its
+    /// index entry), with no copy; a DATA record goes through the engine's buffer.
+    pub fn read_block_into(&mut self, ino: u64, blk: u64, out: &mut [u8]) -> Result<usize> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let out = out.get_mut(..BS as usize).ok_or(Error::Invalid)?;
+        let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
+        let key = Key::new(ino, kind::DATA, blk);
+        let loc = match self.idx_get(&key)? {
+            Some(l) if valid > 0 => l,
+            _ => {
+                out.fill(0);
+                return Ok(0);
+            }
+        };
+        let n = if loc.is_aligned() {
+            self.log.read_aligned(loc, out)?;
+            valid
+        } else {
+            let len = self.read_at(&key, loc)?;
+            let n = len.min(valid);
+            out.get_mut(..n).ok_or(Error::Corrupt)?.copy_from_slice(self.payload().get(..n).ok_or(Error::Corrupt)?);
+            n
+        };
+        out.get_mut(n..).ok_or(Error::Corrupt)?.fill(0);
+        Ok(n)
+    }
+
     /// SEEK_DATA: the first offset >= `off` inside a data block of file `ino` (4 KiB blocks, the
     /// index's granularity: a block that has a data record is data, even if it holds zeros).
     /// `Ok(None)` when there is no data at or after `off` before EOF, and for `off` at or past

@@ -45,6 +45,8 @@ pub struct RamFlash {
     pub tear: bool,
     /// Number of read operations so far.
     pub reads: u64,
+    /// The last read: (segment, offset, length).
+    pub last_read: (u32, u32, usize),
     /// Read-error injection: the read after this many more reads fails once with
     /// `read_error` (None = no injection planned).
     pub fail_read_in: Option<u64>,
@@ -90,6 +92,7 @@ impl RamFlash {
             writes: 0,
             tear: true,
             reads: 0,
+            last_read: (0, 0, 0),
             fail_read_in: None,
             read_error: FlashError::Uncorrectable,
             read_failed: false,
@@ -234,6 +237,7 @@ impl Flash for RamFlash {
         }
         let r = self.range(seg, offset, buf.len())?;
         self.reads += 1;
+        self.last_read = (seg, offset, buf.len());
         if let Some(n) = self.fail_read_in {
             if n == 0 {
                 self.fail_read_in = None;

@@ -235,3 +235,37 @@ fn a_damaged_block_reads_as_an_error() {
     let mut v = vec![0u8; BS];
     assert_eq!(fs.read(ino, 0, &mut v).err(), Some(Error::Corrupt));
 }
+
+/// `read_block_into` (the kernel's read into a folio): an aligned block is one read of the
+/// medium, of 4096 bytes, straight into the buffer; records, holes and EOF read as before.
+#[test]
+fn read_block_into_reads_an_aligned_block_in_one_read() {
+    let f = format(RamFlash::with_kind(FlashKind::Block, 256 * 1024, 32, 4096), 4096).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let ino = fs.create(ROOT_INO, b"f", &reg(), ts(1)).unwrap().ino;
+    let b: Vec<Vec<u8>> = (0..4).map(|k| block(300 + k)).collect();
+    let tail = &block(400)[..100];
+    // blocks 0, 1 aligned, 2 a hole, 3 aligned, 4 a short EOF block (a DATA record)
+    wb(&mut fs, ino, 0, &[&b[0], &b[1]], 2 * BS as u64, 2);
+    wb(&mut fs, ino, 3, &[&b[3], tail], (4 * BS + 100) as u64, 3);
+    fs.sync().unwrap();
+    let mut out = vec![0xAAu8; BS];
+    for k in [0u64, 1, 3] {
+        fs.getattr(ino).unwrap();
+        let reads = fs.flash().reads;
+        assert_eq!(fs.read_block_into(ino, k, &mut out).unwrap(), BS);
+        assert_eq!(fs.flash().reads - reads, 1, "block {k}: not one read");
+        let (_, off, len) = fs.flash().last_read;
+        assert_eq!((off % 4096, len), (0, BS), "block {k}: read of {len} bytes at {off}");
+        assert!(out == b[k as usize], "block {k}");
+    }
+    out.fill(0xAA);
+    assert_eq!(fs.read_block_into(ino, 2, &mut out).unwrap(), 0);
+    assert!(out.iter().all(|&x| x == 0), "hole");
+    out.fill(0xAA);
+    assert_eq!(fs.read_block_into(ino, 4, &mut out).unwrap(), 100);
+    assert!(out[..100] == *tail && out[100..].iter().all(|&x| x == 0), "EOF block");
+    out.fill(0xAA);
+    assert_eq!(fs.read_block_into(ino, 9, &mut out).unwrap(), 0, "past EOF");
+    assert!(out.iter().all(|&x| x == 0));
+}
