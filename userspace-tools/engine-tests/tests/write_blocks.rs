@@ -13,6 +13,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use ferrofs_engine::format::{S_IFREG, BLOCK_SIZE};
+use ferrofs_engine::flash::FlashKind;
 use ferrofs_engine::{Budget, CreateArgs, Error, MountOptions, SetAttr, Timespec, ROOT_INO};
 use ferrofs_engine_tests::crashcheck::{check_after_cut, CutCheck, Oracle, WriteShape};
 use ferrofs_engine_tests::snapshot::{diff, snapshot};
@@ -510,9 +511,11 @@ fn wopts() -> MountOptions {
     MountOptions { cache_nodes: 24, checkpoint_log_bytes: 20 * 1024, ..Default::default() }
 }
 
-/// `data_align`: 0, DATA records; else aligned data payloads (format.md section 8).
-fn wtemplate(data_align: u32) -> (RamFlash, [u64; FILES]) {
-    let f = RamFlash::new_nand(16 * 1024, 64, 512);
+/// `data_align`: 0, DATA records; else aligned data payloads (format.md section 8). `block`: a
+/// block device of 64 KiB segments and 4 KiB blocks, else NAND of 16 KiB segments and 512-byte
+/// write units.
+fn wtemplate(data_align: u32, block: bool) -> (RamFlash, [u64; FILES]) {
+    let f = if block { RamFlash::with_kind(FlashKind::Block, 64 * 1024, 64, 4096) } else { RamFlash::new_nand(16 * 1024, 64, 512) };
     let f = Fs::format(f, &ferrofs_engine::FormatOptions { data_align, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, wopts()).map_err(|e| e.0).unwrap();
     let mut inos = [0u64; FILES];
@@ -580,12 +583,16 @@ fn woracle(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp]) -> Oracle {
     o
 }
 
-/// Run `ops` with a cut after `cut` device operations; the medium and the operations done, or
-/// None when the run ended before the cut.
-fn wrun_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], cut: u64, tear: bool) -> Option<(RamFlash, usize)> {
+/// Run `ops` with a cut after `cut` device operations (`loss`: the block device's write cache,
+/// lost at the cut as it says); the medium and the operations done, or None when the run ended
+/// before the cut.
+fn wrun_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], cut: u64, tear: bool, loss: Option<CacheLoss>) -> Option<(RamFlash, usize)> {
     let mut fs = Fs::mount(tpl.clone(), wopts()).map_err(|e| e.0).unwrap();
     fs.flash().cut_in = Some(cut);
     fs.flash().tear = tear;
+    if let Some(l) = loss {
+        fs.flash().set_write_cache(l);
+    }
     let budget = Budget::new();
     let mut done = 0;
     for (i, op) in ops.iter().enumerate() {
@@ -608,20 +615,29 @@ fn wrun_cut(tpl: &RamFlash, inos: &[u64; FILES], ops: &[WOp], cut: u64, tear: bo
 /// filesystem keeps writing, and every 8th cut also cuts its recovery.
 #[test]
 fn crash_enumeration_write_blocks() {
-    crash_enumeration_wb(0);
+    crash_enumeration_wb(0, false);
 }
 
 /// The same with aligned data payloads (format.md section 8: data groups, 2 KiB alignment on
 /// 512-byte write units): a cut in a group's table or payload applies a prefix of its blocks.
 #[test]
 fn crash_enumeration_write_blocks_aligned() {
-    crash_enumeration_wb(2048);
+    crash_enumeration_wb(2048, false);
 }
 
-fn crash_enumeration_wb(data_align: u32) {
+/// Aligned data on a block device (4 KiB alignment) with a volatile write cache: at each cut
+/// all, none or a random subset of the writes since the last flush reach the medium, torn at
+/// 512-byte sectors, so a group's table, any of its blocks or the records after it can be
+/// missing while later ones are there.
+#[test]
+fn crash_enumeration_write_blocks_aligned_block_cache() {
+    crash_enumeration_wb(4096, true);
+}
+
+fn crash_enumeration_wb(data_align: u32, block: bool) {
     let full = std::env::var_os("FERROFS_CRASH_FULL").is_some();
     let stride: u64 = std::env::var("FERROFS_CRASH_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(2).max(1);
-    let (tpl, inos) = wtemplate(data_align);
+    let (tpl, inos) = wtemplate(data_align, block);
     let workloads = 24u64;
     let mut checked = 0u64;
     let mut recovery = 0u64;
@@ -645,7 +661,13 @@ fn crash_enumeration_wb(data_align: u32) {
         for tear in [false, true] {
             let mut cut = if full { 0 } else { (w + u64::from(tear)) % stride };
             let mut i = 0u64;
-            while let Some((f, done)) = wrun_cut(&tpl, &inos, &ops, cut, tear) {
+            let loss = |i: u64| match (block, i % 3) {
+                (false, _) => None,
+                (true, 0) => Some(CacheLoss::Subset(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ w)),
+                (true, 1) => Some(CacheLoss::LoseAll),
+                (true, _) => Some(CacheLoss::KeepAll),
+            };
+            while let Some((f, done)) = wrun_cut(&tpl, &inos, &ops, cut, tear, loss(i + w)) {
                 let cc = CutCheck { recovery_cuts: full || (i + w) % 8 == 0, ..cc.clone() };
                 checked += 1;
                 match check_after_cut(&cc, f, done) {
@@ -659,7 +681,11 @@ fn crash_enumeration_wb(data_align: u32) {
         }
     }
     let all = checked + recovery;
-    let what = if data_align == 0 { "write-back batches" } else { "write-back batches, aligned data" };
+    let what = match (data_align, block) {
+        (0, _) => "write-back batches",
+        (_, false) => "write-back batches, aligned data",
+        (_, true) => "write-back batches, aligned data, block device with a write cache",
+    };
     println!("crash enumeration ({what}): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
     eprintln!("crash enumeration ({what}): {workloads} workloads, {all} cut points checked ({recovery} in recoveries), {} failures", failures.len());
     for f in failures.iter().take(8) {
