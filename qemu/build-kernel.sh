@@ -36,6 +36,8 @@ bad=0
 for opt in "${need[@]}"; do
   grep -Eq "^$opt=(y|m)" .config || { echo "build-kernel: $opt is not set after merging the fragments" >&2; bad=1; }
 done
+# built is not enough for an LSM: it must be in the boot order
+grep -q '^CONFIG_LSM="smack"' .config || { echo "build-kernel: CONFIG_LSM does not start Smack" >&2; bad=1; }
 if [ $bad -ne 0 ]; then
   make -s "${KMAKE_TOOLS[@]}" rustavailable >&2 || true
   exit 1
