@@ -105,8 +105,9 @@ stress: initramfs
 # Power cuts by killing QEMU (issue 9): tests/powercut/run-powercut.sh (SIGKILL at random moments,
 # also inside the mount; fsck -n, mount, every fsync'd file and entry checked against a log on a
 # second disk). Prints "power cuts: N cuts, F failed mounts, E fsck errors, L fsync'd files lost".
-#   make powercut CUTS=200 [FS=ferrofs|ubifs|ferrofs-blk] [SEED=S]
-# (ferrofs-blk: ferrofs on the virtio disk through the block backend)
+#   make powercut CUTS=200 [FS=ferrofs|ubifs|ferrofs-blk|ferrofs-mtdblock] [SEED=S]
+# (ferrofs-blk: ferrofs on the virtio disk through the block backend; ferrofs-mtdblock: through
+# the block backend on mtdblock over block2mtd, the one-erase-block FTL)
 .PHONY: powercut
 CUTS ?= 5
 FS ?= ferrofs

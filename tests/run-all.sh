@@ -2,8 +2,8 @@
 # `make test`: the whole chain on this machine, from a fresh clone.
 #   toolchain -> userspace tools -> cargo test
 #   -> for each kernel flavour: kernel (cached) -> ferrofs.ko -> initramfs -> harness self-test
-#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh: 5 cuts on MTD, 3 on the block
-#         backend side by side) -> root filesystem (release only: tests/rootfs/run-rootfs.sh quick)
+#      -> guest suites -> power cuts (tests/powercut/run-powercut.sh: 5 cuts on MTD, beside them 3 on
+#         the block backend then 3 on mtdblock) -> root filesystem (release only: tests/rootfs/run-rootfs.sh quick)
 #      -> hostile images (200)
 # The debug kernel, when not cached, builds in the background (nice 19) from the toolchain step on.
 # The release flavour runs every suite in tests/vm/SUITES; the debug flavour (KASAN, lockdep,
@@ -100,15 +100,25 @@ run_flavour() {
     "$(grep -E '^guest suite ' "build/logs/guest-suites-$flavour.log" | grep -vE ' 0 failed \(exit 0\)$' | tr '\n' ';')"
   took "guest suites ($flavour)"
   begin "power cuts ($flavour)"
-  # ferrofs on MTD (block2mtd) and, side by side (one guest each), on the block backend (the
-  # virtio disk itself, FERROFS_POWERCUT_BLK_CUTS cuts)
-  CUTS="${FERROFS_POWERCUT_BLK_CUTS:-3}" FS=ferrofs-blk tests/powercut/run-powercut.sh > "build/logs/powercut-blk-$flavour.log" 2>&1 &
+  # ferrofs on MTD (block2mtd) and, side by side (one guest each), through the block backend:
+  # on the virtio disk itself (FERROFS_POWERCUT_BLK_CUTS cuts), then on mtdblock over block2mtd
+  # (FERROFS_POWERCUT_MTDBLOCK_CUTS cuts)
+  local blk_rc_file mtdblock_rc_file
+  blk_rc_file="$(mktemp)"; mtdblock_rc_file="$(mktemp)"
+  {
+    CUTS="${FERROFS_POWERCUT_BLK_CUTS:-3}" FS=ferrofs-blk tests/powercut/run-powercut.sh > "build/logs/powercut-blk-$flavour.log" 2>&1
+    echo $? > "$blk_rc_file"
+    CUTS="${FERROFS_POWERCUT_MTDBLOCK_CUTS:-3}" FS=ferrofs-mtdblock tests/powercut/run-powercut.sh > "build/logs/powercut-mtdblock-$flavour.log" 2>&1
+    echo $? > "$mtdblock_rc_file"
+  } &
   local blk_pid=$!
   CUTS="${FERROFS_POWERCUT_CUTS:-5}" FS=ferrofs tests/powercut/run-powercut.sh 2>&1 | tee "build/logs/powercut-$flavour.log"
-  local pc_rc=${PIPESTATUS[0]} pc_line blk_rc
-  wait $blk_pid; blk_rc=$?
-  cat "build/logs/powercut-blk-$flavour.log"
-  for log in "build/logs/powercut-$flavour.log:$pc_rc" "build/logs/powercut-blk-$flavour.log:$blk_rc"; do
+  local pc_rc=${PIPESTATUS[0]} pc_line blk_rc mtdblock_rc
+  wait $blk_pid
+  blk_rc="$(cat "$blk_rc_file")"; mtdblock_rc="$(cat "$mtdblock_rc_file")"; rm -f "$blk_rc_file" "$mtdblock_rc_file"
+  cat "build/logs/powercut-blk-$flavour.log" "build/logs/powercut-mtdblock-$flavour.log"
+  for log in "build/logs/powercut-$flavour.log:$pc_rc" "build/logs/powercut-blk-$flavour.log:${blk_rc:-1}" \
+             "build/logs/powercut-mtdblock-$flavour.log:${mtdblock_rc:-1}"; do
     pc_line="$(grep -E '^powercut: [0-9]+ passed, [0-9]+ failed' "${log%:*}" | tail -n1)"
     [ "${log##*:}" -ne 0 ] && [ -n "$pc_line" ] && [ "$(awk '{print $4}' <<<"$pc_line")" -eq 0 ] && pc_line="powercut: 0 passed, 1 failed"
     add_line "$pc_line"

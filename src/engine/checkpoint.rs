@@ -8,7 +8,7 @@ use crate::engine::flash::Flash;
 use crate::engine::format::{rtype, segstate, CpExt, CpHeader, Loc, CP_HDR_SIZE, HEAD_COLD, HEAD_META};
 use crate::engine::log::Scan;
 use crate::engine::fs::Engine;
-use crate::engine::log::{SEG_DEAD_CP, SEG_RETIRE};
+use crate::engine::log::{SEG_DEAD_CP, SEG_PINNED, SEG_RETIRE};
 use crate::engine::platform::{FallibleVec, Platform};
 
 impl<P: Platform, F: Flash> Engine<P, F> {
@@ -25,12 +25,23 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn checkpoint_inner(&mut self) -> Result<()> {
+        let r = self.checkpoint_write();
+        if r.is_err() {
+            // the table's chunks written so far are named by no checkpoint: write them all
+            // again next time
+            self.log.segs.set_changed(true);
+        }
+        r
+    }
+
+    fn checkpoint_write(&mut self) -> Result<()> {
         let mut rounds = 0u32;
         let mut locs: P::Vec<Loc> = P::Vec::new();
         // where the checkpoint's own records start in the metadata head (the extension), when
         // the first round wrote all of them (a relocation round writes some of them elsewhere)
         let mut start: Option<(u32, u32, u64)>;
         let mut first_round = true;
+        let mut twins: P::Vec<u8> = P::Vec::new();
         loop {
             if self.log.has_failed_seg() {
                 rounds = rounds.saturating_add(1);
@@ -58,15 +69,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if self.log.has_failed_seg() {
                 continue;
             }
-            // capture the segment table, then write it to the metadata log
-            let mut table = core::mem::replace(&mut self.buf2, P::Vec::new());
-            let r = self.write_segtab(&mut table, &mut locs);
-            self.buf2 = table;
-            r?;
+            // capture the segment table, then write what changed of it to the metadata log
+            self.write_segtab(&mut locs, &mut twins)?;
             self.log.flush_all()?;
             if !self.log.has_failed_seg() {
                 break;
             }
+            // a program failed under the chunks just written: all of them again
+            self.log.segs.set_changed(true);
         }
         let seq = self.log.next_seq;
         self.log.next_seq = seq.saturating_add(1);
@@ -139,7 +149,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                 }
                 // the checkpoint area keeps its META state even if erase accounting touched it
-                if let Ok(si) = self.log.seg_mut(s) {
+                if let Ok(mut si) = self.log.seg_mut(s) {
                     si.state = segstate::META;
                 }
             }
@@ -161,36 +171,37 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.stats = stats;
         self.log.need_checkpoint = false;
         self.log.since_checkpoint = 0;
-        self.pinned.clear();
-        for l in locs.as_slice() {
-            if !self.pinned.as_slice().contains(&l.seg) {
-                self.pinned.try_push(l.seg)?;
-            }
-        }
+        self.pin_segtab(&mut locs, &mut twins);
         // Free the segments that were dead at the previous checkpoint already (neither this
         // checkpoint nor the previous one, the fallback, refers to them); retire failed ones.
         // The ones that died since wait for the next checkpoint.
-        for i in 0..self.log.segs.len() {
-            let pinned = self.pinned.as_slice().contains(&(i as u32));
-            let si = match self.log.segs.as_mut_slice().get_mut(i) {
-                Some(s) => s,
-                None => break,
-            };
-            if si.state == segstate::FULL && si.live == 0 && !pinned && si.flags & SEG_DEAD_CP == 0 {
-                si.flags |= SEG_DEAD_CP;
-                continue;
-            }
-            if si.state == segstate::FULL && si.live == 0 && !pinned {
+        for i in 0..self.log.segs.len() as u32 {
+            let (mut retired, mut freed) = (false, false);
+            {
+                let mut si = self.log.seg_mut(i)?;
+                if si.state != segstate::FULL || si.live != 0 || si.flags & SEG_PINNED != 0 {
+                    continue;
+                }
+                if si.flags & SEG_DEAD_CP == 0 {
+                    si.flags |= SEG_DEAD_CP;
+                    continue;
+                }
                 si.flags &= !SEG_DEAD_CP;
                 if si.flags & SEG_RETIRE != 0 {
                     si.state = segstate::BAD;
-                    self.log.stats.retired = self.log.stats.retired.saturating_add(1);
-                    let _ = self.log.flash.mark_bad(i as u32);
+                    retired = true;
                 } else {
                     si.state = segstate::FREE;
-                    // a block device may tell its FTL now, off the write path
-                    self.log.flash.discard_hint(i as u32);
+                    freed = true;
                 }
+            }
+            if retired {
+                self.log.stats.retired = self.log.stats.retired.saturating_add(1);
+                let _ = self.log.flash.mark_bad(i);
+            }
+            if freed {
+                // a block device may tell its FTL now, off the write path
+                self.log.flash.discard_hint(i);
             }
         }
         Ok(())
@@ -277,17 +288,26 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let h = self.validate_cp(blob.as_slice())?;
         // with the extension: every record the checkpoint wrote (its index nodes, padding,
-        // segment headers, SEGTAB records)
-        if self.cp_records(&h, blob.as_slice(), &mut |l| f(l.seg, l.off, l.len))? {
-            return Ok(());
+        // segment headers, SEGTAB records), then the SEGTAB records of earlier checkpoints
+        // it names (see `write_segtab`)
+        let mut walked: P::Vec<Loc> = P::Vec::new();
+        let mut nomem = false;
+        let ext = self.cp_records(&h, blob.as_slice(), &mut |l| {
+            f(l.seg, l.off, l.len);
+            nomem |= walked.try_push(l).is_err();
+        })?;
+        if nomem {
+            return Err(Error::NoMem);
         }
         let chunks = crate::engine::format::segtab_chunks(h.seg_count);
         let mut r = Reader::new(blob.as_slice().get(CP_HDR_SIZE..).ok_or(Error::Corrupt)?);
         for _ in 0..chunks {
             let l = Loc::get(&mut r)?;
-            f(l.seg, l.off, l.len);
+            if !walked.as_slice().contains(&l) {
+                f(l.seg, l.off, l.len);
+            }
         }
-        if h.has_root {
+        if h.has_root && !ext {
             f(h.root.seg, h.root.off, h.root.len);
         }
         Ok(())

@@ -14,6 +14,7 @@ use crate::engine::index::Tree;
 use crate::engine::log::Log;
 use crate::engine::platform::{FallibleVec, Platform};
 use crate::engine::recovery::{CpFallback, LogDamage};
+use crate::engine::segtab::SegTable;
 use crate::engine::space::DIRTY_NODE;
 
 /// Inode number of the root directory.
@@ -114,9 +115,12 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) buf2: P::Vec<u8>,
     pub(crate) opts: MountOptions,
     pub(crate) in_checkpoint: bool,
-    /// Segments holding the segment table of the newest checkpoint: never freed before the
-    /// next checkpoint.
-    pub(crate) pinned: P::Vec<u32>,
+    /// Where the newest checkpoint has each segment-table chunk (their segments are pinned:
+    /// `SEG_PINNED`), and where the previous one has it (see `Engine::write_segtab`).
+    pub(crate) segtab_locs: P::Vec<Loc>,
+    pub(crate) segtab_prev_locs: P::Vec<Loc>,
+    /// Per chunk, non-zero when the two records above hold the same entries.
+    pub(crate) segtab_twin: P::Vec<u8>,
     /// Records the last mount's roll-forward dropped: after a gap in the sequence numbers, of an
     /// incomplete group, or of an inode without an inode record.
     pub(super) dropped: u64,
@@ -298,7 +302,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 s.state = segstate::META;
             }
         }
-        let mut log: Log<P, F> = Log::new(flash, segs, fo.serial as u32 ^ (fo.serial >> 32) as u32);
+        let table = match SegTable::new(segs) {
+            Ok(t) => t,
+            Err(e) => return Err((e, flash)),
+        };
+        let mut log: Log<P, F> = Log::new(flash, table, fo.serial as u32 ^ (fo.serial >> 32) as u32);
         log.data_align = data_align;
         if let Err(e) = log.set_open_limit(limit) {
             return Err((e, log.flash));
@@ -370,7 +378,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if !self.log.erase(s)? {
             return Ok(());
         }
-        if let Ok(si) = self.log.seg_mut(s) {
+        if let Ok(mut si) = self.log.seg_mut(s) {
             si.state = segstate::META;
         }
         self.write_superblock(s)?;
@@ -401,7 +409,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // remount,rw would not be)
             return Err((Error::NotSupported, flash));
         }
-        let mut log: Log<P, F> = Log::new(flash, P::Vec::new(), 0);
+        let mut log: Log<P, F> = Log::new(flash, SegTable::empty(), 0);
         // superblock
         let mut sb = None;
         let mut page = P::Vec::new();
@@ -582,7 +590,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf2: P::Vec::new(),
             opts,
             in_checkpoint: false,
-            pinned: P::Vec::new(),
+            segtab_locs: P::Vec::new(),
+            segtab_prev_locs: P::Vec::new(),
+            segtab_twin: P::Vec::new(),
             dropped: 0,
             replay_ok_ino: 0,
             damage: None,

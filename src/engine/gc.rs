@@ -9,7 +9,7 @@ use crate::engine::format::{
     REC_HDR,
 };
 use crate::engine::fs::Engine;
-use crate::engine::log::{SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::log::{SEG_PINNED, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Extra segments the foreground GC frees per checkpoint (hysteresis), at least.
@@ -150,7 +150,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if s.state != segstate::BAD && s.state != segstate::META {
                 maxe = maxe.max(s.erases);
             }
-            if s.state != segstate::FULL || self.is_head_seg(i) || self.pinned.as_slice().contains(&i) || s.flags & SEG_STUCK != 0 {
+            if s.state != segstate::FULL || self.is_head_seg(i) || s.flags & (SEG_PINNED | SEG_STUCK) != 0 {
                 continue;
             }
             if s.live == 0 {
@@ -263,7 +263,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // keep the segment, never erase live data, and never pick it again (every later
             // move would fail the same way, and the foreground GC would fail every write).
             // Once nothing in it is live it is retired, not reused.
-            let si = self.log.seg_mut(v)?;
+            let mut si = self.log.seg_mut(v)?;
             si.flags &= !SEG_SCRUB;
             si.flags |= SEG_STUCK | SEG_RETIRE;
             return Ok(true);

@@ -14,8 +14,8 @@ use crate::engine::flash::Flash;
 use crate::engine::format::segstate;
 use crate::engine::fs::Engine;
 use crate::engine::gc::GC_MAX_LIVE;
-use crate::engine::log::{SEG_SCRUB, SEG_STUCK};
-use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::log::{SEG_PINNED, SEG_SCRUB, SEG_STUCK};
+use crate::engine::platform::Platform;
 
 /// Where a background GC stopped inside its victim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,7 +122,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     && s.seq == c.seq
                     && s.flags & SEG_STUCK == 0
                     && !self.is_head_seg(c.seg)
-                    && !self.pinned.as_slice().contains(&c.seg)
+                    && s.flags & SEG_PINNED == 0
             }
             None => false,
         }

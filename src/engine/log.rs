@@ -9,6 +9,7 @@ use crate::engine::format::{
 };
 use crate::engine::index::NodeIo;
 use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::segtab::{SegMut, SegTable};
 
 /// Segment flag: a corrected read was seen, scrub (rewrite) the segment.
 pub const SEG_SCRUB: u8 = 1;
@@ -27,8 +28,11 @@ pub const SEG_DEAD_CP: u8 = 8;
 /// to since its last erase and not yet closed (written to its end, or given up on a medium
 /// where an unwritten tail costs nothing). Counted against the open-segment limit.
 pub const SEG_WOPEN: u8 = 16;
+/// Segment flag (RAM only, never written to the table): the segment holds a segment-table
+/// chunk the newest checkpoint names. Never freed or moved by the GC while set.
+pub const SEG_PINNED: u8 = 32;
 /// The RAM-only segment flags, cleared when the table is written or loaded.
-pub const SEG_RAM_FLAGS: u8 = SEG_DEAD_CP | SEG_WOPEN;
+pub const SEG_RAM_FLAGS: u8 = SEG_DEAD_CP | SEG_WOPEN | SEG_PINNED;
 
 /// Fault counters since the mount (RAM only, not persisted): what the medium reported and
 /// what the engine did about it. Published in the kernel's debugfs statistics.
@@ -116,7 +120,7 @@ pub struct Log<P: Platform, F: Flash> {
     /// Its geometry.
     pub geo: Geometry,
     /// Segment table.
-    pub segs: P::Vec<SegInfo>,
+    pub segs: SegTable<P>,
     /// The heads.
     pub heads: [Head<P>; NUM_HEADS],
     /// Next sequence number.
@@ -174,7 +178,7 @@ pub struct Log<P: Platform, F: Flash> {
 
 impl<P: Platform, F: Flash> Log<P, F> {
     /// A log over `flash` with `segs` as segment table.
-    pub fn new(flash: F, segs: P::Vec<SegInfo>, seed: u32) -> Self {
+    pub fn new(flash: F, segs: SegTable<P>, seed: u32) -> Self {
         let geo = flash.geometry();
         let wu = geo.write_unit.max(1);
         let pairing = Self::medium_pairing(&flash);
@@ -294,7 +298,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// `seg` is closed: erased, written to its end, or never to be written again.
     pub fn note_closed(&mut self, seg: u32) {
         let mut was = false;
-        if let Ok(s) = self.seg_mut(seg) {
+        if let Ok(mut s) = self.seg_mut(seg) {
             was = s.flags & SEG_WOPEN != 0;
             s.flags &= !SEG_WOPEN;
         }
@@ -306,7 +310,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// Count `seg` open (written to, or a mount found it half-written); a no-op if it already is.
     pub fn mark_open(&mut self, seg: u32) {
         let mut opened = false;
-        if let Ok(s) = self.seg_mut(seg) {
+        if let Ok(mut s) = self.seg_mut(seg) {
             if s.flags & SEG_WOPEN == 0 {
                 s.flags |= SEG_WOPEN;
                 opened = true;
@@ -320,8 +324,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Forget every open mark (a new segment table was loaded).
     pub fn reset_open(&mut self) {
-        for s in self.segs.as_mut_slice() {
-            s.flags &= !SEG_WOPEN;
+        for i in 0..self.segs.len() as u32 {
+            if let Ok(mut s) = self.segs.get_mut(i) {
+                s.flags &= !SEG_WOPEN;
+            }
         }
         self.open_now = 0;
     }
@@ -383,24 +389,24 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Segment info.
     pub fn seg(&self, s: u32) -> Result<&SegInfo> {
-        self.segs.as_slice().get(s as usize).ok_or(Error::Corrupt)
+        self.segs.get(s)
     }
 
-    /// Mutable segment info.
-    pub fn seg_mut(&mut self, s: u32) -> Result<&mut SegInfo> {
-        self.segs.as_mut_slice().get_mut(s as usize).ok_or(Error::Corrupt)
+    /// Mutable segment info (the table's counters follow the change, see [`SegTable`]).
+    pub fn seg_mut(&mut self, s: u32) -> Result<SegMut<'_>> {
+        self.segs.get_mut(s)
     }
 
     /// Count live bytes of a record (or an aligned payload).
     pub fn live_add(&mut self, loc: Loc) {
-        if let Ok(s) = self.seg_mut(loc.seg) {
+        if let Ok(mut s) = self.seg_mut(loc.seg) {
             s.live = s.live.saturating_add(loc.bytes());
         }
     }
 
     /// Number of free segments.
     pub fn free_count(&self) -> u32 {
-        self.segs.as_slice().iter().filter(|s| s.state == segstate::FREE).fold(0u32, |a, _| a.saturating_add(1))
+        self.segs.counts().free
     }
 
     /// Heads' persistent state.
@@ -427,7 +433,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         let (i, _) = best?;
-        if let Ok(s) = self.seg_mut(i) {
+        if let Ok(mut s) = self.seg_mut(i) {
             s.state = segstate::RESERVED;
         }
         Some(i)
@@ -442,7 +448,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         match self.flash.erase(seg) {
             Ok(()) => {
                 self.stats.erases = self.stats.erases.saturating_add(1);
-                let s = self.seg_mut(seg)?;
+                let mut s = self.seg_mut(seg)?;
                 s.erases = s.erases.saturating_add(1);
                 s.flags = 0;
                 Ok(true)
@@ -451,7 +457,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 let _ = self.flash.mark_bad(seg);
                 self.stats.retired = self.stats.retired.saturating_add(1);
                 self.faults.erase_failures = self.faults.erase_failures.saturating_add(1);
-                let s = self.seg_mut(seg)?;
+                let mut s = self.seg_mut(seg)?;
                 s.state = segstate::BAD;
                 s.live = 0;
                 Ok(false)
@@ -481,7 +487,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
             Err(crate::engine::flash::FlashError::WriteFailed) => {
                 self.faults.program_failures = self.faults.program_failures.saturating_add(1);
-                if let Ok(s) = self.seg_mut(seg) {
+                if let Ok(mut s) = self.seg_mut(seg) {
                     s.flags |= SEG_SCRUB | SEG_RETIRE;
                 }
                 Ok(false)
@@ -530,7 +536,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             self.note_closed(seg);
         }
         if next != NO_SEG {
-            let s = self.seg_mut(next)?;
+            let mut s = self.seg_mut(next)?;
             if s.state == segstate::RESERVED {
                 s.state = segstate::FREE;
             }
@@ -557,7 +563,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 Ok(false) => continue,
                 Err(e) => {
                     // nothing was retired: give the segment back (the engine stopped writing)
-                    if let Ok(si) = self.seg_mut(s) {
+                    if let Ok(mut si) = self.seg_mut(s) {
                         if si.state == segstate::RESERVED {
                             si.state = segstate::FREE;
                         }
@@ -577,7 +583,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         let seg_seq = self.take_seq();
         {
-            let si = self.seg_mut(seg)?;
+            let mut si = self.seg_mut(seg)?;
             si.state = segstate::OPEN;
             si.live = 0;
             si.seq = seg_seq;
@@ -629,7 +635,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             if self.erase(s)? && !stale(self)? {
                 return Ok(true);
             }
-            if let Ok(si) = self.seg_mut(s) {
+            if let Ok(mut si) = self.seg_mut(s) {
                 if si.state == segstate::RESERVED {
                     si.state = segstate::FREE;
                 }
@@ -638,7 +644,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         })();
         self.scratch = v;
         if r.is_err() {
-            if let Ok(si) = self.seg_mut(s) {
+            if let Ok(mut si) = self.seg_mut(s) {
                 if si.state == segstate::RESERVED {
                     si.state = segstate::FREE;
                 }
@@ -1276,7 +1282,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 Ok(ReadStatus::Clean) => {}
                 Ok(ReadStatus::Corrected) => {
                     self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
-                    if let Ok(s) = self.seg_mut(seg) {
+                    if let Ok(mut s) = self.seg_mut(seg) {
                         s.flags |= SEG_SCRUB;
                     }
                 }
@@ -1285,7 +1291,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
                         self.faults.uncorrectable_reads = self.faults.uncorrectable_reads.saturating_add(1);
                         if live {
                             // move what is still readable off the damaged block, then retire it
-                            if let Ok(s) = self.seg_mut(seg) {
+                            if let Ok(mut s) = self.seg_mut(seg) {
                                 s.flags |= SEG_SCRUB | SEG_RETIRE;
                             }
                         }
@@ -1528,7 +1534,7 @@ impl<P: Platform, F: Flash> NodeIo for Log<P, F> {
     }
 
     fn dead(&mut self, loc: Loc) {
-        if let Ok(s) = self.seg_mut(loc.seg) {
+        if let Ok(mut s) = self.seg_mut(loc.seg) {
             s.live = s.live.saturating_sub(loc.bytes());
         }
     }

@@ -30,7 +30,7 @@ pub mod platform;
 mod records;
 mod recovery;
 pub mod repair;
-mod segtab;
+pub mod segtab;
 pub mod space;
 pub mod writeback;
 mod xattr;

@@ -12,6 +12,7 @@ use crate::engine::format::{
 use crate::engine::fs::{Engine, ROOT_INO};
 use crate::engine::log::{Log, Scan};
 use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::segtab::SegTable;
 
 /// The mount could not load the newest checkpoint (a bad page in its blob, its segment table,
 /// its index root, or a read error in its roll-forward) and mounted an older one: what was
@@ -257,7 +258,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 self.buf = tmp;
                 match r? {
                     Some((sq, head, prev, nn)) if sq > cur_seq && prev == cur && head as usize == h => {
-                        let si = self.log.seg_mut(next)?;
+                        let mut si = self.log.seg_mut(next)?;
                         si.state = segstate::FULL;
                         si.seq = sq;
                         si.live = 0;
@@ -283,7 +284,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             st.off = hs.off;
         }
         // any other reserved segment goes back to the free pool
-        for s in self.log.segs.as_mut_slice() {
+        for i in 0..self.log.segs.len() as u32 {
+            let mut s = self.log.seg_mut(i)?;
             if s.state == segstate::RESERVED {
                 s.state = segstate::FREE;
             }
@@ -332,8 +334,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     fn reset_for_reload(&mut self) {
         self.tree.set_replay(false);
         self.tree.set_root(None);
-        self.log.segs.clear();
-        self.pinned.clear();
+        self.log.segs = SegTable::empty();
+        self.segtab_locs.clear();
+        self.segtab_prev_locs.clear();
+        self.segtab_twin.clear();
         self.dropped = 0;
         self.damage = None;
         self.replay_ok_ino = 0;
@@ -444,7 +448,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn release_reserved(&mut self, s: u32) -> Result<()> {
-        let si = self.log.seg_mut(s)?;
+        let mut si = self.log.seg_mut(s)?;
         if si.state == segstate::RESERVED {
             si.state = segstate::FREE;
         }

@@ -10,8 +10,201 @@ use crate::engine::format::{
     NO_SEG, REC_HDR, SEGINFO_SIZE, SEGTAB_ENTRIES,
 };
 use crate::engine::fs::Engine;
-use crate::engine::log::{SEG_DEAD_CP, SEG_RAM_FLAGS, SEG_RETIRE};
+use crate::engine::log::{SEG_DEAD_CP, SEG_PINNED, SEG_RAM_FLAGS, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
+
+/// The entry as a checkpoint writes it: a full segment with nothing live that was already dead
+/// at the previous checkpoint (`SEG_DEAD_CP`) is recorded free (bad when retiring); otherwise
+/// recorded as it is, so a mount from this checkpoint keeps it for the fallback to the previous
+/// one. RAM-only flags are dropped.
+pub fn table_entry(s: &SegInfo) -> SegInfo {
+    let mut e = *s;
+    if e.state == segstate::FULL && e.live == 0 && e.flags & SEG_DEAD_CP != 0 {
+        e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
+    }
+    e.flags &= !SEG_RAM_FLAGS;
+    e
+}
+
+/// Summary counters of the segment table, kept in step with every change of an entry (see
+/// [`SegTable`]), so that free-space checks, statfs and the GC's bookkeeping never scan it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegCounts {
+    /// Free segments.
+    pub free: u32,
+    /// Segments reserved as a head's next segment.
+    pub reserved: u32,
+    /// Segments of the log (neither bad nor superblock/checkpoint area).
+    pub main: u32,
+    /// Full segments with nothing live that no checkpoint pins: the next checkpoints free them.
+    pub pending: u32,
+    /// Live bytes of every segment.
+    pub live: u64,
+}
+
+impl SegCounts {
+    fn of(s: &SegInfo) -> SegCounts {
+        SegCounts {
+            free: u32::from(s.state == segstate::FREE),
+            reserved: u32::from(s.state == segstate::RESERVED),
+            main: u32::from(s.state != segstate::BAD && s.state != segstate::META),
+            pending: u32::from(s.state == segstate::FULL && s.live == 0 && s.flags & SEG_PINNED == 0),
+            live: u64::from(s.live),
+        }
+    }
+
+    fn add(&mut self, c: &SegCounts) {
+        self.free = self.free.saturating_add(c.free);
+        self.reserved = self.reserved.saturating_add(c.reserved);
+        self.main = self.main.saturating_add(c.main);
+        self.pending = self.pending.saturating_add(c.pending);
+        self.live = self.live.saturating_add(c.live);
+    }
+
+    fn sub(&mut self, c: &SegCounts) {
+        self.free = self.free.saturating_sub(c.free);
+        self.reserved = self.reserved.saturating_sub(c.reserved);
+        self.main = self.main.saturating_sub(c.main);
+        self.pending = self.pending.saturating_sub(c.pending);
+        self.live = self.live.saturating_sub(c.live);
+    }
+}
+
+/// The segment table in RAM: one [`SegInfo`] per segment, its summary counters, and which
+/// SEGTAB chunks changed since the last checkpoint wrote the table (as [`table_entry`] records
+/// them). Entries change only
+/// through [`SegTable::get_mut`] (a guard that updates both when it is dropped) or
+/// [`SegTable::replace`], so the counters and the chunk marks cannot miss a change.
+pub struct SegTable<P: Platform> {
+    segs: P::Vec<SegInfo>,
+    counts: SegCounts,
+    /// One byte per SEGTAB chunk: non-zero when an entry of the chunk changed since the last
+    /// checkpoint captured it.
+    changed: P::Vec<u8>,
+}
+
+/// A mutable segment-table entry: dropping it updates the table's counters and marks the
+/// entry's chunk changed if the entry differs.
+pub struct SegMut<'a> {
+    si: &'a mut SegInfo,
+    counts: &'a mut SegCounts,
+    changed: Option<&'a mut u8>,
+    before: SegInfo,
+}
+
+impl core::ops::Deref for SegMut<'_> {
+    type Target = SegInfo;
+    fn deref(&self) -> &SegInfo {
+        self.si
+    }
+}
+
+impl core::ops::DerefMut for SegMut<'_> {
+    fn deref_mut(&mut self) -> &mut SegInfo {
+        self.si
+    }
+}
+
+impl Drop for SegMut<'_> {
+    fn drop(&mut self) {
+        if *self.si != self.before {
+            self.counts.sub(&SegCounts::of(&self.before));
+            self.counts.add(&SegCounts::of(self.si));
+            if table_entry(self.si) != table_entry(&self.before) {
+                if let Some(c) = self.changed.as_deref_mut() {
+                    *c = 1;
+                }
+            }
+        }
+    }
+}
+
+impl<P: Platform> SegTable<P> {
+    /// An empty table (no segments: nothing loaded yet).
+    pub fn empty() -> Self {
+        SegTable { segs: P::Vec::new(), counts: SegCounts::default(), changed: P::Vec::new() }
+    }
+
+    /// A table over `segs`, every chunk marked changed (fails only without memory for the
+    /// chunk marks).
+    pub fn new(segs: P::Vec<SegInfo>) -> Result<Self> {
+        let mut t = Self::empty();
+        t.replace(segs)?;
+        Ok(t)
+    }
+
+    /// Replace every entry (a table loaded from a checkpoint, or none), every chunk marked
+    /// changed. On `NoMem` the table is empty.
+    pub fn replace(&mut self, segs: P::Vec<SegInfo>) -> Result<()> {
+        self.segs = segs;
+        self.changed.clear();
+        let chunks = crate::engine::format::segtab_chunks(self.segs.len() as u32) as usize;
+        if let Err(e) = self.changed.try_resize(chunks, 1) {
+            self.segs = P::Vec::new();
+            self.counts = SegCounts::default();
+            return Err(e);
+        }
+        self.counts = self.recounted();
+        Ok(())
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// Whether the table is empty (not loaded yet).
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// Every entry.
+    pub fn as_slice(&self) -> &[SegInfo] {
+        self.segs.as_slice()
+    }
+
+    /// Entry `s`.
+    pub fn get(&self, s: u32) -> Result<&SegInfo> {
+        self.segs.as_slice().get(s as usize).ok_or(Error::Corrupt)
+    }
+
+    /// Entry `s`, to change (see [`SegMut`]).
+    pub fn get_mut(&mut self, s: u32) -> Result<SegMut<'_>> {
+        let si = self.segs.as_mut_slice().get_mut(s as usize).ok_or(Error::Corrupt)?;
+        let changed = self.changed.as_mut_slice().get_mut((s / SEGTAB_ENTRIES) as usize);
+        let before = *si;
+        Ok(SegMut { si, counts: &mut self.counts, changed, before })
+    }
+
+    /// The summary counters.
+    pub fn counts(&self) -> SegCounts {
+        self.counts
+    }
+
+    /// The counters computed from the entries (what [`SegTable::counts`] must equal).
+    pub fn recounted(&self) -> SegCounts {
+        let mut c = SegCounts::default();
+        for s in self.segs.as_slice() {
+            c.add(&SegCounts::of(s));
+        }
+        c
+    }
+
+    /// Whether chunk `i` changed since this was last asked (the mark is cleared).
+    pub fn take_changed(&mut self, i: usize) -> bool {
+        match self.changed.as_mut_slice().get_mut(i) {
+            Some(c) => core::mem::replace(c, 0) != 0,
+            None => true,
+        }
+    }
+
+    /// Mark every chunk changed (`true`) or unchanged.
+    pub fn set_changed(&mut self, on: bool) {
+        for c in self.changed.as_mut_slice() {
+            *c = u8::from(on);
+        }
+    }
+}
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Load the segment table of checkpoint `cp` (blob `blob`) from the SEGTAB records it
@@ -56,21 +249,21 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         for si in segs.as_mut_slice() {
             si.flags &= !SEG_RAM_FLAGS;
         }
-        self.log.segs = segs;
+        self.log.segs.replace(segs)?;
         self.log.reset_open();
-        self.pinned.clear();
         for l in locs.as_slice() {
-            let si = self.log.seg_mut(l.seg)?;
+            let mut si = self.log.seg_mut(l.seg)?;
             if si.state == segstate::FREE || si.state == segstate::RESERVED {
                 si.state = segstate::FULL;
             }
-            if !self.pinned.as_slice().contains(&l.seg) {
-                self.pinned.try_push(l.seg)?;
-            }
+            si.flags |= SEG_PINNED;
         }
+        self.segtab_locs = locs;
+        self.segtab_prev_locs.clear();
+        self.segtab_twin.clear();
         // the heads' segments may have been opened after the table was captured
         for hs in cp.heads.iter().filter(|h| h.seg != NO_SEG) {
-            let si = self.log.seg_mut(hs.seg)?;
+            let mut si = self.log.seg_mut(hs.seg)?;
             si.state = segstate::FULL;
             si.seq = hs.seg_seq;
         }
@@ -79,56 +272,125 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // checkpoint starts there.)
         let n = self.log.segs.len() as u32;
         for i in 0..n {
-            let keep = self.pinned.as_slice().contains(&i) || cp.heads.iter().any(|h| h.seg == i);
-            if let Some(si) = self.log.segs.as_mut_slice().get_mut(i as usize) {
-                si.flags &= !SEG_DEAD_CP;
-                if si.state == segstate::FULL && si.live == 0 && !keep {
-                    si.flags |= SEG_DEAD_CP;
+            let head = cp.heads.iter().any(|h| h.seg == i);
+            let mut si = self.log.seg_mut(i)?;
+            si.flags &= !SEG_DEAD_CP;
+            if si.state == segstate::FULL && si.live == 0 && si.flags & SEG_PINNED == 0 && !head {
+                si.flags |= SEG_DEAD_CP;
+            }
+        }
+        // every chunk is written again by the next checkpoint (the mount's)
+        self.log.segs.set_changed(true);
+        Ok(())
+    }
+
+    /// Capture the segment table (entries as [`table_entry`] records them) and write it as
+    /// SEGTAB records to the metadata head, only what is needed: `locs` gets every chunk's
+    /// location for the new checkpoint and `twins` whether that record and the one the newest
+    /// checkpoint names hold the same entries.
+    ///
+    /// The new checkpoint never names a record the newest one names (one bad page of the new
+    /// checkpoint's metadata must leave the newest loadable as its fallback). A chunk changed
+    /// since the newest checkpoint is written. An unchanged one is written again once (a
+    /// twin of the newest's record) and from then on alternates between the two twins, so
+    /// a chunk that does not change costs nothing, unless its twin's segment is no longer a
+    /// good home (see [`Engine::chunk_home_ok`]). The last chunk is always written: the
+    /// checkpoint's own records then end with the record its blob names last, where the
+    /// mount's read-back of them (the checkpoint extension, [`Engine::cp_records`]) stops, in
+    /// this engine and in one that predates the twins.
+    pub(super) fn write_segtab(&mut self, locs: &mut P::Vec<Loc>, twins: &mut P::Vec<u8>) -> Result<()> {
+        let count = self.log.segs.len();
+        let chunks = crate::engine::format::segtab_chunks(count as u32) as usize;
+        locs.clear();
+        twins.clear();
+        // Short of free segments, write every chunk: the segments the previous records pin
+        // (mostly dead metadata segments, which the GC may not touch while pinned) are then
+        // released and freed two checkpoints later, as a full table rewrite always did.
+        let short = self.log.free_count() <= self.cp_margin().saturating_add(self.gc_batch());
+        let per = SEGTAB_ENTRIES as usize;
+        let mut payload: P::Vec<u8> = P::Vec::new();
+        for i in 0..chunks {
+            let changed = self.log.segs.take_changed(i);
+            let twin = self.segtab_twin.as_slice().get(i).is_some_and(|&t| t != 0);
+            let reuse = match self.segtab_prev_locs.as_slice().get(i) {
+                Some(&l) if !changed && twin && !short && i.saturating_add(1) < chunks => self.chunk_home_ok(l).then_some(l),
+                _ => None,
+            };
+            if let Some(l) = reuse {
+                locs.try_push(l)?;
+                twins.try_push(1)?;
+                continue;
+            }
+            let first = i.saturating_mul(per);
+            let n = per.min(count.saturating_sub(first));
+            payload.clear();
+            payload.try_resize(6usize.saturating_add(n.saturating_mul(SEGINFO_SIZE)), 0u8)?;
+            {
+                let mut w = Writer::new(payload.as_mut_slice());
+                w.u32(first as u32)?;
+                w.u16(n as u16)?;
+                for s in self.log.segs.as_slice().get(first..first.saturating_add(n)).ok_or(Error::Invalid)? {
+                    put_seginfo(&mut w, &table_entry(s))?;
                 }
             }
+            let loc = self.log.append(HEAD_META, rtype::SEGTAB, 0, Key::new(0, 0, i as u64), payload.as_slice())?;
+            locs.try_push(loc)?;
+            // unchanged: the same entries as the newest checkpoint's record
+            let same = !changed && self.segtab_locs.len() == chunks;
+            twins.try_push(u8::from(same))?;
         }
         Ok(())
     }
 
-    /// Capture the segment table (segments whose records are all dead recorded as free, or bad
-    /// when retiring) and append it as SEGTAB records to the metadata head.
-    pub(super) fn write_segtab(&mut self, table: &mut P::Vec<u8>, locs: &mut P::Vec<Loc>) -> Result<()> {
-        let count = self.log.segs.len();
-        table.clear();
-        table.try_resize(count.saturating_mul(SEGINFO_SIZE), 0u8)?;
-        {
-            let mut w = Writer::new(table.as_mut_slice());
-            for s in self.log.segs.as_slice() {
-                let mut e = *s;
-                // freed by this checkpoint only when it was dead at the previous one (see
-                // SEG_DEAD_CP); otherwise recorded full, so a mount from this checkpoint keeps
-                // it for the fallback to the previous one
-                if e.state == segstate::FULL && e.live == 0 && e.flags & SEG_DEAD_CP != 0 {
-                    e.state = if e.flags & SEG_RETIRE != 0 { segstate::BAD } else { segstate::FREE };
-                }
-                e.flags &= !SEG_RAM_FLAGS;
-                put_seginfo(&mut w, &e)?;
+    /// Whether the previous checkpoint's SEGTAB record at `l` may be named again: its segment
+    /// is a head's, or full and at least half used by live records and the previous
+    /// checkpoint's SEGTAB records (a pin keeps the GC off a segment, so a mostly dead one
+    /// would waste its space: the chunk is written anew instead and the segment is released),
+    /// and neither retiring, stuck nor due for a scrub. (The segment cannot have been freed:
+    /// it held a record of the newest checkpoint until then, whose segments are pinned, so it
+    /// died at the newest checkpoint at the earliest and is freed by the next one at the
+    /// earliest, after this record is pinned again.)
+    fn chunk_home_ok(&self, l: Loc) -> bool {
+        let s = match self.log.seg(l.seg) {
+            Ok(s) => *s,
+            Err(_) => return false,
+        };
+        if s.flags & (SEG_SCRUB | SEG_RETIRE | SEG_STUCK) != 0 {
+            return false;
+        }
+        if s.state == segstate::OPEN {
+            return true;
+        }
+        let chunk_bytes = self
+            .segtab_prev_locs
+            .as_slice()
+            .iter()
+            .filter(|p| p.seg == l.seg)
+            .fold(0u64, |a, p| a.saturating_add(u64::from(p.len)));
+        s.state == segstate::FULL
+            && u64::from(s.live).saturating_add(chunk_bytes).saturating_mul(2) >= u64::from(self.sb.segment_size)
+    }
+
+    /// After a checkpoint named the chunks at `locs` (`twins` from [`Engine::write_segtab`]):
+    /// the newest checkpoint's records become the previous ones, and only the segments holding
+    /// the new checkpoint's records are pinned (never freed or moved by the GC). The others go
+    /// through `SEG_DEAD_CP` like any segment, so the previous checkpoint's records stay
+    /// until the next checkpoint.
+    pub(super) fn pin_segtab(&mut self, locs: &mut P::Vec<Loc>, twins: &mut P::Vec<u8>) {
+        // prev <- newest, newest <- new; `locs` gets the previous checkpoint's (unreferenced)
+        core::mem::swap(&mut self.segtab_prev_locs, &mut self.segtab_locs);
+        core::mem::swap(&mut self.segtab_locs, locs);
+        core::mem::swap(&mut self.segtab_twin, twins);
+        for l in self.segtab_prev_locs.as_slice() {
+            if let Ok(mut s) = self.log.segs.get_mut(l.seg) {
+                s.flags &= !SEG_PINNED;
             }
         }
-        locs.clear();
-        let per = SEGTAB_ENTRIES as usize;
-        let mut payload: P::Vec<u8> = P::Vec::new();
-        let mut first = 0usize;
-        let mut idx = 0u64;
-        while first < count {
-            let n = per.min(count - first);
-            payload.clear();
-            payload.try_extend_from_slice(&(first as u32).to_le_bytes())?;
-            payload.try_extend_from_slice(&(n as u16).to_le_bytes())?;
-            let a = first.saturating_mul(SEGINFO_SIZE);
-            let b = a.saturating_add(n.saturating_mul(SEGINFO_SIZE));
-            payload.try_extend_from_slice(table.as_slice().get(a..b).ok_or(Error::Invalid)?)?;
-            let loc = self.log.append(HEAD_META, rtype::SEGTAB, 0, Key::new(0, 0, idx), payload.as_slice())?;
-            locs.try_push(loc)?;
-            first = first.saturating_add(n);
-            idx = idx.saturating_add(1);
+        for l in self.segtab_locs.as_slice() {
+            if let Ok(mut s) = self.log.segs.get_mut(l.seg) {
+                s.flags |= SEG_PINNED;
+            }
         }
-        Ok(())
     }
 
     /// Segments a checkpoint's segment table (SEGTAB records) may occupy, kept in reserve on
@@ -146,8 +408,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Consistency check: recompute every segment's live bytes from the index and compare them
-    /// with the segment table. Returns the first mismatch as (segment, table, computed).
+    /// with the segment table. Returns the first mismatch as (segment, table, computed); as
+    /// (`u32::MAX`, mask, 0) when the table's summary counters disagree with its entries (mask
+    /// bits: 1 free, 2 reserved, 4 log segments, 8 pending, 16 live bytes).
     pub fn check(&mut self) -> Result<Option<(u32, u32, u32)>> {
+        if let Some(mask) = self.check_counters() {
+            return Ok(Some((u32::MAX, mask, 0)));
+        }
         let mut first = None;
         self.segment_usage(false, &mut |seg, table, computed| {
             if first.is_none() {
@@ -155,6 +422,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         })?;
         Ok(first)
+    }
+
+    /// The segment table's summary counters against a recount of its entries (no flash
+    /// access): `None` when they agree, else which differ (bits: 1 free, 2 reserved, 4 log
+    /// segments, 8 pending, 16 live bytes). A difference is a bug of the engine's bookkeeping.
+    pub fn check_counters(&self) -> Option<u32> {
+        let (c, r) = (self.log.segs.counts(), self.log.segs.recounted());
+        let mask = u32::from(c.free != r.free)
+            | u32::from(c.reserved != r.reserved) << 1
+            | u32::from(c.main != r.main) << 2
+            | u32::from(c.pending != r.pending) << 3
+            | u32::from(c.live != r.live) << 4;
+        (mask != 0).then_some(mask)
     }
 
     /// Recompute every segment's live bytes from the index and call `each(seg, table,
@@ -200,7 +480,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             } else {
                 None
             };
-            let si = self.log.seg_mut(i)?;
+            let mut si = self.log.seg_mut(i)?;
             si.live = c;
             if free {
                 si.state = segstate::FULL;

@@ -3,10 +3,10 @@
 
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{segstate, NUM_HEADS, REC_HDR};
+use crate::engine::format::{NUM_HEADS, REC_HDR};
 use crate::engine::index::NODE_MAX_BYTES;
 use crate::engine::fs::{Engine, StatFs};
-use crate::engine::platform::{FallibleVec, Platform};
+use crate::engine::platform::Platform;
 
 /// Segments always kept free for the metadata, the GC and the checkpoint of a full filesystem.
 pub const RESERVE_SEGS: u32 = 6;
@@ -21,13 +21,7 @@ pub(crate) const DIRTY_NODE: u64 = NODE_MAX_BYTES as u64 + REC_HDR as u64;
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace.
     pub(crate) fn capacity_bytes(&self) -> u64 {
-        let main = self
-            .log
-            .segs
-            .as_slice()
-            .iter()
-            .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
-            .fold(0u64, |a, _| a.saturating_add(1));
+        let main = self.main_segments();
         let usable = main.saturating_sub(
             u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2 + 2 * u64::from(self.segtab_segments()),
         );
@@ -47,8 +41,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         (self.tree.dirty_count() as u64).saturating_mul(DIRTY_NODE)
     }
 
+    /// Live bytes of every segment (a counter of the segment table: no scan).
     pub(crate) fn live_bytes(&self) -> u64 {
-        self.log.segs.as_slice().iter().fold(0u64, |a, s| a.saturating_add(u64::from(s.live)))
+        self.log.segs.counts().live
     }
 
     /// Filesystem usage for statfs.
@@ -64,22 +59,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
+    /// Full segments with nothing live that no checkpoint pins: the next checkpoints free them.
     pub(crate) fn pending_free(&self) -> u32 {
-        let pinned = self.pinned.as_slice();
-        let n = self.log.segs.len() as u32;
-        (0..n)
-            .zip(self.log.segs.as_slice().iter())
-            .filter(|(i, s)| s.state == segstate::FULL && s.live == 0 && !pinned.contains(i))
-            .fold(0u32, |a, _| a.saturating_add(1))
+        self.log.segs.counts().pending
     }
 
+    /// Segments of the log (neither bad nor superblock or checkpoint area).
     pub(crate) fn main_segments(&self) -> u64 {
-        self.log
-            .segs
-            .as_slice()
-            .iter()
-            .filter(|s| s.state != segstate::BAD && s.state != segstate::META)
-            .fold(0u64, |a, _| a.saturating_add(1))
+        u64::from(self.log.segs.counts().main)
     }
 
     /// Free segments a mount needs before it can free any: a new segment for the metadata
@@ -97,7 +84,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// `mount_need`: the segments reserved as heads' successors go back to the pool at mount,
     /// and the operation's own records may open one segment (taking a free one as successor).
     pub(crate) fn mount_floor(&self) -> u32 {
-        let reserved = self.log.segs.as_slice().iter().filter(|s| s.state == segstate::RESERVED).fold(0u32, |a, _| a.saturating_add(1));
+        let reserved = self.log.segs.counts().reserved;
         self.mount_need().saturating_add(1).saturating_sub(reserved)
     }
 
@@ -109,7 +96,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Segments the next checkpoint may write: its segment table and the dirty index nodes.
     pub(crate) fn cp_segments(&self) -> u32 {
-        let dirty = (self.tree.dirty_count() as u64).saturating_mul(DIRTY_NODE);
+        let dirty = self.dirty_index_bytes();
         let segs = dirty.div_ceil(u64::from(self.sb.segment_size).max(1));
         self.segtab_segments().saturating_add(u32::try_from(segs).unwrap_or(u32::MAX))
     }

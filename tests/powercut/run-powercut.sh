@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Power cuts by killing QEMU (issue 9): `make powercut CUTS=N [FS=ferrofs|ubifs|ferrofs-blk] [SEED=S]`.
+# Power cuts by killing QEMU (issue 9): `make powercut CUTS=N [FS=ferrofs|ubifs|ferrofs-blk|ferrofs-mtdblock] [SEED=S]`.
 #
 # The flash is block2mtd over a virtio disk backed by a host file (build/disks/powercut-FS-SEED-flash.img;
 # FS=ferrofs-blk: ferrofs on that virtio disk itself, through the block backend, with 1 MiB segments;
-# mtdblock is not cut: nandsim keeps nothing across a reboot, and on mtdblock over block2mtd
-# mkfs.ferrofs did not finish within 60 s in a test guest, its writes then failing with I/O
-# errors: not investigated),
+# FS=ferrofs-mtdblock: ferrofs through the block backend on /dev/mtdblockN over that block2mtd
+# (128 KiB erase blocks), segments of one erase block: the naive one-erase-block FTL (the cheap
+# card model; nandsim under it would keep nothing across a reboot). mtdblock keeps one erase
+# block in RAM and rewrites it whole (erase, write) when a write goes to another block or at a
+# cache flush: ferrofs's fsync ends in an empty REQ_PREFLUSH bio, which mtdblock turns into that
+# write-back and an MTD sync, block2mtd's sync_blockdev of the virtio disk, so the fsync'd data
+# is in the host file before fsync returns. Its erase and its write are two steps: a cut between
+# them loses the whole block, data fsync'd into it earlier included; through block2mtd that
+# takes a writeback of the virtio disk's page cache inside that window. See tests/vm/powercut for
+# the page-cache warm-up that mtdblock over block2mtd needs),
 # the fsync log a second raw virtio disk (powercut-FS-SEED-log.img; both kept if a cut failed). Both use cache=unsafe: a write the
 # guest issued reaches the host file when QEMU performs it and survives the SIGKILL (the host
 # does not crash); whatever the guest had not yet written out (its page cache, including
@@ -46,7 +53,7 @@ PREINIT_S="${PREINIT_S:-200}"
 # runs with fast writeback to approximate a synchronous MTD (WRITEBACK=default shows it without).
 WRITEBACK="${WRITEBACK:-$([ "$FS" = ubifs ] && echo fast || echo default)}"
 SEED="${SEED:-$(( $(od -An -N2 -tu2 /dev/urandom) * 32768 + $(od -An -N2 -tu2 /dev/urandom) ))}"
-case "$FS" in ferrofs|ubifs|ferrofs-blk) ;; *) echo "run-powercut: FS must be ferrofs, ubifs or ferrofs-blk" >&2; exit 2 ;; esac
+case "$FS" in ferrofs|ubifs|ferrofs-blk|ferrofs-mtdblock) ;; *) echo "run-powercut: FS must be ferrofs, ubifs, ferrofs-blk or ferrofs-mtdblock" >&2; exit 2 ;; esac
 
 KDIR="$(kernel_dir)/linux"
 KERNEL="$KDIR/arch/x86/boot/bzImage"

@@ -527,10 +527,12 @@ pub fn assert_consistent(fs: &mut Fs) {
     assert_fsck(fs);
 }
 
-/// Run the engine's fsck on any flash and assert it finds nothing.
+/// Run the engine's fsck on any flash and assert it finds nothing, and that the segment
+/// table's summary counters equal a recount.
 pub fn assert_fsck<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> ferrofs_engine::FsckReport {
     let r = fs.fsck().expect("fsck");
     assert_eq!(r.problems, 0, "fsck: {r:?}");
+    assert_eq!(fs.check_counters(), None, "segment-table counters differ from a recount (mask)");
     r
 }
 

@@ -520,10 +520,11 @@ fn limits_work_on_nand_too() {
 fn the_open_check_refuses_a_segment_beyond_the_limit() {
     use ferrofs_engine::format::SegInfo;
     use ferrofs_engine::log::Log;
+    use ferrofs_engine::segtab::SegTable;
     use ferrofs_engine::std_platform::StdVec;
     let s = sim(8, 1);
     let segs = StdVec((0..128).map(|_| SegInfo::default()).collect());
-    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, segs, 7);
+    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, SegTable::new(segs).unwrap(), 7);
     log.set_open_limit(2).unwrap();
     assert_eq!(log.set_open_limit(1), Err(Error::NotSupported));
     log.set_open_limit(2).unwrap();
@@ -542,7 +543,7 @@ fn the_open_check_refuses_a_segment_beyond_the_limit() {
     // a segment written to its end is closed: room again (on a log that did not stop)
     let s = sim(8, 2);
     let segs = StdVec((0..128).map(|_| SegInfo::default()).collect());
-    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, segs, 7);
+    let mut log: Log<StdPlatform, BlockSim> = Log::new(s, SegTable::new(segs).unwrap(), 7);
     log.set_open_limit(2).unwrap();
     log.write_fixed(10, 0, &page).unwrap();
     log.write_fixed(11, 0, &page).unwrap();

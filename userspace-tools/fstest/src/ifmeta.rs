@@ -47,30 +47,40 @@ const FS_IOC_FSSETXATTR: libc::c_ulong = 0x401c_5820;
 const U1: u32 = 1000;
 const U2: u32 = 1001;
 
-/// Entry point for `ferrofs-fstest ifmeta ...`; returns the exit status.
-pub fn main(args: &[String]) -> i32 {
-    let (sub, dir) = match args {
-        [s, d] if s == "run" || s == "verify" => (s.as_str(), PathBuf::from(d)),
+/// The start `ifmeta` and `labels` share: `run|verify DIR` parsed (else usage, exit 2), running
+/// as root, the umask set, and DIR made the working directory: paths are relative to it, so the
+/// children that drop to other uids need not search the directories above it (a busybox
+/// initramfs's / is 0700). `Ok` with whether to run and the report, or the exit status.
+pub(crate) fn enter(cmd: &str, args: &[String], umask: libc::mode_t) -> Result<(bool, Report), i32> {
+    let (run, dir) = match args {
+        [s, d] if s == "run" || s == "verify" => (s == "run", PathBuf::from(d)),
         _ => {
-            eprintln!("usage: ferrofs-fstest ifmeta run|verify DIR");
-            return 2;
+            eprintln!("usage: ferrofs-fstest {cmd} run|verify DIR");
+            return Err(2);
         }
     };
     let mut r = Report::new();
     if !sys::is_root() {
         r.fail("running as root", "uid 0", "another uid");
-        return r.finish();
+        return Err(r.finish());
     }
     // SAFETY: umask only changes this process's file creation mask.
-    unsafe { libc::umask(0o022) };
-    // Paths relative to DIR: the children that drop to uids 1000 and 1001 inherit the working
-    // directory and need not search the directories above it (a busybox initramfs's / is 0700).
+    unsafe { libc::umask(umask) };
     if let Err(e) = std::env::set_current_dir(&dir) {
         r.fail("chdir DIR", "success", e);
-        return r.finish();
+        return Err(r.finish());
     }
+    Ok((run, r))
+}
+
+/// Entry point for `ferrofs-fstest ifmeta ...`; returns the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let (run, mut r) = match enter("ifmeta", args, 0o022) {
+        Ok(v) => v,
+        Err(status) => return status,
+    };
     let dir = PathBuf::from(".");
-    if sub == "run" {
+    if run {
         let base = dir.join("ifmeta");
         r.group("setup", |r| {
             r.ok("mkdir ifmeta", sys::mkdir(&base, 0o755));
@@ -115,7 +125,7 @@ fn set(p: &Path, name: &str, v: &[u8]) -> R<()> {
 }
 
 /// Open for writing and reading as `uid` (a child): the two errnos (0: allowed).
-fn access_as(uid: u32, p: &Path) -> Vec<i32> {
+pub(crate) fn access_as(uid: u32, p: &Path) -> Vec<i32> {
     let p = p.to_path_buf();
     sys::as_user(uid, uid, move || vec![code(sys::open(&p, O_WRONLY, 0)), code(sys::open(&p, O_RDONLY, 0))]).unwrap_or_else(|e| vec![-1, e.len() as i32])
 }

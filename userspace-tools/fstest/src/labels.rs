@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use libc::{O_RDONLY, O_RDWR, O_TMPFILE, O_WRONLY, S_IFIFO};
 
 use crate::report::Report;
-use crate::sys::{self, code, must, R};
+use crate::ifmeta::{access_as, enter};
+use crate::sys::{self, must, R};
 
 const SMACK: &str = "security.SMACK64";
 /// The label the suite creates files under (any label that no rule grants `_` access to).
@@ -32,18 +33,11 @@ const U1: u32 = 1000;
 
 /// Entry point for `ferrofs-fstest labels ...`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
-    let (sub, dir) = match args {
-        [s, d] if s == "run" || s == "verify" => (s.as_str(), PathBuf::from(d)),
-        _ => {
-            eprintln!("usage: ferrofs-fstest labels run|verify DIR");
-            return 2;
-        }
+    // umask 0: the files are mode 0666, so only Smack can refuse the uid-1000 children
+    let (run, mut r) = match enter("labels", args, 0) {
+        Ok(v) => v,
+        Err(status) => return status,
     };
-    let mut r = Report::new();
-    if !sys::is_root() {
-        r.fail("running as root", "uid 0", "another uid");
-        return r.finish();
-    }
     let own = match task_label() {
         Ok(l) => l,
         Err(e) => {
@@ -51,16 +45,8 @@ pub fn main(args: &[String]) -> i32 {
             return r.finish();
         }
     };
-    // umask 0: the files are mode 0666, so only Smack can refuse the uid-1000 children
-    // SAFETY: umask only changes this process's file creation mask.
-    unsafe { libc::umask(0) };
-    // Paths relative to DIR, so the uid-1000 children need not search the directories above.
-    if let Err(e) = std::env::set_current_dir(&dir) {
-        r.fail("chdir DIR", "success", e);
-        return r.finish();
-    }
     let dir = PathBuf::from(".");
-    if sub == "run" {
+    if run {
         let base = dir.join("labels");
         r.group("setup", |r| {
             r.ok("mkdir labels", sys::mkdir(&base, 0o777));
@@ -88,13 +74,6 @@ fn set_task_label(l: &str) -> R<()> {
 /// The Smack label of `p` (not following a symlink), as a string.
 fn label(p: &Path) -> R<String> {
     sys::getxattr_sized(p, SMACK, 256, true).map(|v| String::from_utf8_lossy(&v).into_owned())
-}
-
-/// Open `p` for writing and for reading as uid 1000 (a child without capabilities, with this
-/// task's label): the two errnos (0: allowed).
-fn access_as_user(p: &Path) -> Vec<i32> {
-    let p = p.to_path_buf();
-    sys::as_user(U1, U1, move || vec![code(sys::open(&p, O_WRONLY, 0)), code(sys::open(&p, O_RDONLY, 0))]).unwrap_or_else(|e| vec![-1, e.len() as i32])
 }
 
 /// Create every kind of inode ferrofs makes (file, directory, symlink, FIFO, hard link,
@@ -138,8 +117,8 @@ fn new_inodes(r: &mut Report, base: &Path, own: &str) {
     r.eq("the floor file kept its label", Ok(own.to_string()), label(&before));
     // Smack enforces what ferrofs stored: a capability-less task labelled `_` may open the
     // `_` file but not the one labelled LABEL, whatever its mode bits (0666 both)
-    r.eq("uid 1000 (label _) may write and read the _ file", vec![0, 0], access_as_user(&before));
-    r.eq(&format!("uid 1000 (label _) may not open the {LABEL} file"), vec![libc::EACCES, libc::EACCES], access_as_user(&f));
+    r.eq("uid 1000 (label _) may write and read the _ file", vec![0, 0], access_as(U1, &before));
+    r.eq(&format!("uid 1000 (label _) may not open the {LABEL} file"), vec![libc::EACCES, libc::EACCES], access_as(U1, &f));
 }
 
 /// A label set by root with setxattr replaces the creator's and is enforced; an invalid one is
@@ -150,7 +129,7 @@ fn set_explicit(r: &mut Report, base: &Path) {
     must(sys::write_file(&f, b"set", 0o666), "create labels/set");
     r.ok(&format!("setxattr {SMACK} {OTHER}"), sys::setxattr(&f, SMACK, OTHER.as_bytes(), 0, false));
     r.eq("getxattr gives it back", Ok(OTHER.to_string()), label(&f));
-    r.eq(&format!("uid 1000 (label _) may not open the {OTHER} file"), vec![libc::EACCES, libc::EACCES], access_as_user(&f));
+    r.eq(&format!("uid 1000 (label _) may not open the {OTHER} file"), vec![libc::EACCES, libc::EACCES], access_as(U1, &f));
     r.err("an invalid label (starting with a slash) is refused: EINVAL", sys::setxattr(&f, SMACK, b"/x", 0, false), libc::EINVAL);
     r.eq("the refused label changed nothing", Ok(OTHER.to_string()), label(&f));
 }
@@ -186,7 +165,7 @@ fn persist_check(r: &mut Report, p: &Path, own: &str) {
     }
     r.eq(&format!("labels-persist/set: label {OTHER}"), Ok(OTHER.to_string()), label(&p.join("set")));
     r.eq("labels-persist/file: content", Ok(b"file".to_vec()), sys::read_file(p.join("file")));
-    r.eq("uid 1000 (label _) may open labels-persist/floor", vec![0, 0], access_as_user(&p.join("floor")));
-    r.eq(&format!("uid 1000 (label _) may not open labels-persist/file ({LABEL} from flash)"), vec![libc::EACCES, libc::EACCES], access_as_user(&p.join("file")));
-    r.eq(&format!("uid 1000 (label _) may not open labels-persist/set ({OTHER} from flash)"), vec![libc::EACCES, libc::EACCES], access_as_user(&p.join("set")));
+    r.eq("uid 1000 (label _) may open labels-persist/floor", vec![0, 0], access_as(U1, &p.join("floor")));
+    r.eq(&format!("uid 1000 (label _) may not open labels-persist/file ({LABEL} from flash)"), vec![libc::EACCES, libc::EACCES], access_as(U1, &p.join("file")));
+    r.eq(&format!("uid 1000 (label _) may not open labels-persist/set ({OTHER} from flash)"), vec![libc::EACCES, libc::EACCES], access_as(U1, &p.join("set")));
 }

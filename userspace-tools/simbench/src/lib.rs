@@ -15,12 +15,13 @@
 //! carries over to real flash.
 
 pub mod dirty;
+pub mod footprint;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use ferrofs_engine::format::{CP_HDR_SIZE, SEGINFO_SIZE, S_IFREG};
+use ferrofs_engine::format::{segtab_chunks, Loc, CP_HDR_SIZE, S_IFREG};
 use ferrofs_engine::std_platform::StdEngine;
 use ferrofs_engine::{CreateArgs, Error, FormatOptions, MountOptions, Timespec, ROOT_INO};
 use ferrofs_flashsim::{Counters, NandConfig, NandSim};
@@ -110,9 +111,10 @@ pub fn mount_opts(cache_nodes: usize) -> MountOptions {
 }
 
 /// Bytes of one checkpoint slot on a device of `segments` segments with `write_unit`-byte pages
-/// (docs/format.md section 4: the blob rounded up to the write unit).
+/// (docs/format.md section 4: the blob, a header and one location per segment-table chunk,
+/// rounded up to the write unit; the table itself is in SEGTAB records in the log).
 pub fn checkpoint_slot_bytes(segments: u32, write_unit: u32) -> u64 {
-    let blob = (CP_HDR_SIZE + segments as usize * SEGINFO_SIZE) as u64;
+    let blob = (CP_HDR_SIZE + segtab_chunks(segments) as usize * Loc::SIZE) as u64;
     blob.div_ceil(u64::from(write_unit)) * u64::from(write_unit)
 }
 

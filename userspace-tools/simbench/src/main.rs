@@ -64,6 +64,11 @@ struct Cli {
     /// Dirty fill: bytes per engine write call (the kernel hands over one 4 KiB folio per call).
     #[arg(long, default_value_t = 4096)]
     write_chunk: u64,
+    /// Only the footprint experiment: engine RAM (per segment, per cached index node) and the
+    /// bytes a checkpoint programs, on a 64 MiB and a 1 GiB device (--device-mib: the larger
+    /// one) filled to the first --fill level.
+    #[arg(long)]
+    footprint: bool,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -73,6 +78,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.dirty_fill {
         return dirty_main(&cli);
+    }
+    if cli.footprint {
+        return footprint_main(&cli);
     }
     let mut plan = if cli.quick { Plan::quick(cli.seed) } else { Plan::full(cli.seed) };
     if let Some(d) = cli.device_mib {
@@ -100,18 +108,9 @@ fn main() -> ExitCode {
     if let Some(d) = cli.mount_device_mib {
         plan.mount_device_mib = d;
     }
-    let report = match run_all(&plan, cli.quick, &mut |l| eprintln!("{l}")) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("ferrofs-simbench: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("{}", markdown(&report));
-    if let Err(e) = write_json(cli.json.as_deref(), &report) {
-        eprintln!("ferrofs-simbench: {e}");
+    let Some(report) = publish(&cli, run_all(&plan, cli.quick, &mut |l| eprintln!("{l}")), markdown) else {
         return ExitCode::FAILURE;
-    }
+    };
     if let Err(e) = check_sane(&report) {
         eprintln!("ferrofs-simbench: {e}");
         if cli.strict {
@@ -121,11 +120,30 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A run's result on screen (its markdown) and in `--json`; `None` (said on stderr) when the run
+/// or the JSON failed.
+fn publish<R: serde::Serialize, E: std::fmt::Display>(cli: &Cli, result: Result<R, E>, markdown: impl Fn(&R) -> String) -> Option<R> {
+    let r = result.map_err(|e| eprintln!("ferrofs-simbench: {e}")).ok()?;
+    println!("{}", markdown(&r));
+    write_json(cli.json.as_deref(), &r).map_err(|e| eprintln!("ferrofs-simbench: {e}")).ok()?;
+    Some(r)
+}
+
 /// Writes `value` as pretty JSON to `path`, if one was given.
 fn write_json<T: serde::Serialize>(path: Option<&std::path::Path>, value: &T) -> Result<(), String> {
     let Some(p) = path else { return Ok(()) };
     let txt = serde_json::to_string_pretty(value).map_err(|e| format!("JSON: {e}"))?;
     std::fs::write(p, txt + "\n").map_err(|e| format!("writing {}: {e}", p.display()))
+}
+
+fn footprint_main(cli: &Cli) -> ExitCode {
+    let fill = f64::from(cli.fill.first().copied().unwrap_or(50).min(99)) / 100.0;
+    let large = cli.device_mib.unwrap_or(1024);
+    let r = ferrofs_simbench::footprint::run_footprint(64, large, fill, cli.seed, &mut |l| eprintln!("{l}"));
+    match publish(cli, r, ferrofs_simbench::footprint::footprint_markdown) {
+        Some(_) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    }
 }
 
 fn dirty_main(cli: &Cli) -> ExitCode {
@@ -141,18 +159,9 @@ fn dirty_main(cli: &Cli) -> ExitCode {
     cfg.background = !cli.no_background;
     cfg.work_size = cli.work_mib << 20;
     cfg.work_amount = cfg.work_size;
-    let r = match ferrofs_simbench::dirty::run_dirty(&cfg, &mut |l| eprintln!("{l}")) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("ferrofs-simbench: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("{}", ferrofs_simbench::dirty::dirty_markdown(&r));
-    if let Err(e) = write_json(cli.json.as_deref(), &r) {
-        eprintln!("ferrofs-simbench: {e}");
+    let Some(r) = publish(cli, ferrofs_simbench::dirty::run_dirty(&cfg, &mut |l| eprintln!("{l}")), ferrofs_simbench::dirty::dirty_markdown) else {
         return ExitCode::FAILURE;
-    }
+    };
     let done = r.phases.len() == cfg.levels.len() * if cfg.work_size > 0 { 3 } else { 2 } && !r.phases.iter().any(|p| p.gave_up);
     if !done || !r.fsck_clean {
         eprintln!("ferrofs-simbench: dirty fill did not complete cleanly (phases {}, fsck clean {})", r.phases.len(), r.fsck_clean);

@@ -3,8 +3,10 @@
 //!
 //! A block device does not report its FTL's allocation unit; the closest hints are an SD card's
 //! `device/preferred_erase_size` (its allocation unit), an eMMC's erase group
-//! (`device/preferred_erase_size`, `device/erase_size`), and the queue's
-//! `discard_granularity`, `optimal_io_size`, `minimum_io_size` and `physical_block_size`.
+//! (`device/preferred_erase_size`, `device/erase_size`), mtdblock's erase block (its parent is
+//! the MTD device: `device/erasesize`; mtdblock rewrites a whole erase block at every flush), and
+//! the queue's `discard_granularity`, `optimal_io_size`, `minimum_io_size` and
+//! `physical_block_size`.
 //! Everything missing falls back to a default, and each choice carries where it came from, for
 //! mkfs to say.
 
@@ -37,6 +39,8 @@ pub struct SysfsHints {
     pub preferred_erase: u32,
     /// `device/erase_size` (MMC: the erase group).
     pub erase: u32,
+    /// `device/erasesize` (mtdblock: the erase block of the MTD device under it).
+    pub mtd_erase: u32,
 }
 
 /// A value mkfs chose and where it came from.
@@ -89,6 +93,7 @@ pub fn hints_in(dir: &Path) -> SysfsHints {
         discard_granularity: read_u32(&q.join("discard_granularity")),
         preferred_erase: read_u32(&d.join("preferred_erase_size")),
         erase: read_u32(&d.join("erase_size")),
+        mtd_erase: read_u32(&d.join("erasesize")),
     }
 }
 
@@ -112,7 +117,8 @@ fn pow2_in(v: u32, lo: u32, hi: u32) -> bool {
 }
 
 /// The geometry from the hints (`None`: no sysfs entry), for write unit `wu`: the segment from
-/// the SD/eMMC erase size, else a discard granularity of at least 16 KiB, else 4 MiB; the FTL
+/// the SD/eMMC erase size, else mtdblock's erase block, else a discard granularity of at least
+/// 16 KiB, else 4 MiB; the FTL
 /// page from the optimal, else the minimum I/O size, else the physical block size when larger
 /// than the write unit, else 4 write units; the open-segment limit is the default (no kernel
 /// attribute tells it).
@@ -122,6 +128,8 @@ pub fn defaults_from(h: Option<&SysfsHints>, wu: u32) -> Defaults {
         Choice::new(h.preferred_erase, "the kernel: device/preferred_erase_size (the SD allocation unit or eMMC erase group)")
     } else if pow2_in(h.erase, MIN_SEGMENT, MAX_SEGMENT) {
         Choice::new(h.erase, "the kernel: device/erase_size (the MMC erase group)")
+    } else if pow2_in(h.mtd_erase, MIN_SEGMENT, MAX_SEGMENT) {
+        Choice::new(h.mtd_erase, "the kernel: device/erasesize (the erase block of the MTD under mtdblock)")
     } else if pow2_in(h.discard_granularity, MIN_SEGMENT, MAX_SEGMENT) {
         Choice::new(h.discard_granularity, "the kernel: queue/discard_granularity")
     } else {
@@ -188,6 +196,20 @@ mod tests {
         fake(&disk, &[("optimal_io_size", 3 * 65536), ("minimum_io_size", 4096)], &[]);
         let d = defaults_from(Some(&hints_in(&disk)), 4096);
         assert!(d.ftl_page.source.contains("default"), "physical 4096 = the write unit is no larger page: {:?}", d.ftl_page);
+    }
+
+    #[test]
+    fn mtdblock_gives_the_erase_block_of_its_mtd() {
+        let t = tempfile::tempdir().unwrap();
+        let disk = t.path().join("mtdblock0");
+        // what mtdblock over nandsim shows: 512-byte queue limits, the MTD's attributes under device/
+        fake(&disk, &[("logical_block_size", 512), ("physical_block_size", 512), ("minimum_io_size", 512), ("optimal_io_size", 0), ("discard_granularity", 0)], &[("erasesize", 128 << 10), ("writesize", 2048)]);
+        let d = defaults_from(Some(&hints_in(&disk)), 4096);
+        assert_eq!(d.segment.value, 128 << 10);
+        assert!(d.segment.source.contains("device/erasesize"), "{}", d.segment.source);
+        // an erase block below the smallest segment is no segment: the default
+        fake(&disk, &[], &[("erasesize", 8 << 10)]);
+        assert!(defaults_from(Some(&hints_in(&disk)), 4096).segment.is_default());
     }
 
     #[test]
