@@ -570,14 +570,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         (cache, dirty)
     }
 
-    /// An engine over `log` and `sb` with empty caches and no checkpoint position yet: the one
-    /// place that lists every field, for format and mount alike.
     /// A data alignment format.md 8.1 allows: a power of two in `DATA_ALIGN_MIN..=DATA_ALIGN_MAX`
     /// dividing the segment, on segments below 2 GiB (aligned locations use bit 31).
     fn data_align_ok(a: u32, segment_size: u32) -> bool {
         a.is_power_of_two() && (DATA_ALIGN_MIN..=DATA_ALIGN_MAX).contains(&a) && segment_size.is_multiple_of(a) && segment_size < LOC_ALIGNED
     }
 
+    /// An engine over `log` and `sb` with empty caches and no checkpoint position yet: the one
+    /// place that lists every field, for format and mount alike.
     fn assemble(log: Log<P, F>, sb: Superblock, opts: MountOptions, cache_nodes: usize) -> Self {
         Engine {
             log,
