@@ -269,3 +269,68 @@ fn read_block_into_reads_an_aligned_block_in_one_read() {
     assert_eq!(fs.read_block_into(ino, 9, &mut out).unwrap(), 0, "past EOF");
     assert!(out.iter().all(|&x| x == 0));
 }
+
+/// fsck cross-checks every aligned block against the data group of its segment: a block whose
+/// group record is damaged (so no valid group covers its slot) is reported `Ungrouped`, a block
+/// whose payload fails the index's CRC is reported `BadRecord`; preen (`-p`) leaves both (it
+/// never drops data), `-y` drops them (the blocks read as holes) and leaves the volume clean.
+#[test]
+fn fsck_checks_slots_against_their_groups() {
+    use ferrofs_engine::format::{kind, Key};
+    use ferrofs_engine::{FsckProblem, RepairLevel};
+    const SEG: usize = 64 * 1024;
+    let f = format(RamFlash::new_nand(SEG as u32, 64, 2048), 2048).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let a = fs.create(ROOT_INO, b"a", &reg(), ts(1)).unwrap().ino;
+    let b = fs.create(ROOT_INO, b"b", &reg(), ts(1)).unwrap().ino;
+    let ab: Vec<Vec<u8>> = (0..3).map(|k| block(7000 + k)).collect();
+    let bb: Vec<Vec<u8>> = (0..2).map(|k| block(8000 + k)).collect();
+    wb(&mut fs, a, 0, &ab.iter().map(|v| v.as_slice()).collect::<Vec<_>>(), 3 * BS as u64, 2);
+    wb(&mut fs, b, 0, &bb.iter().map(|v| v.as_slice()).collect::<Vec<_>>(), 2 * BS as u64, 2);
+    assert_fsck(&mut fs);
+    // unmounted cleanly: the checkpoint holds the index, the mount replays no group
+    let mut f = fs.unmount().map_err(|e| e.0).unwrap();
+    // a's group table: its first entry is (a, block 0, CRC), before a's first slot
+    let slot = places(f.raw(), &ab[0]);
+    assert_eq!(slot.len(), 1);
+    let mut pat = a.to_le_bytes().to_vec();
+    pat.extend_from_slice(&0u64.to_le_bytes());
+    let seg0 = slot[0] / SEG * SEG;
+    let hits: Vec<usize> = (seg0..slot[0]).filter(|&i| f.raw()[i..i + 16] == pat[..]).collect();
+    // (the record header's key holds the same 16 bytes; the table entry comes last)
+    let entry = *hits.last().expect("a's table entry");
+    f.flip((seg0 / SEG) as u32, (entry + 16 - seg0) as u32, 0x01); // its CRC field: the table's record CRC fails
+    // one payload byte of b's block 1: its CRC (in the index and the table) fails
+    let bslot = places(f.raw(), &bb[1]);
+    assert_eq!(bslot.len(), 1);
+    f.flip((bslot[0] / SEG) as u32, (bslot[0] % SEG + 100) as u32, 0x10);
+    let damaged = f.clone();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let mut seen = Vec::new();
+    let r = fs.fsck_each(&mut |p| seen.push(*p)).unwrap();
+    seen.sort_by_key(|p| format!("{p:?}"));
+    let mut want: Vec<FsckProblem> = (0..3).map(|k| FsckProblem::Ungrouped(Key::new(a, kind::DATA, k))).collect();
+    want.push(FsckProblem::BadRecord(Key::new(b, kind::DATA, 1)));
+    want.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(seen, want);
+    assert_eq!(r.problems, 4);
+    // the payloads of a's blocks are intact: they still read (the damage is in the table only)
+    assert!(read_file(&mut fs, a) == ab.concat());
+    drop(fs);
+    // preen drops nothing readable: all four are left
+    let mut fs = Fs::mount(damaged.clone(), MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.0).unwrap();
+    let rep = fs.repair(RepairLevel::Preen, ts(5), &mut |_, _| true).unwrap();
+    assert_eq!((rep.repaired, rep.left), (0, 4), "{rep:?}");
+    drop(fs);
+    // -y drops them: holes, the rest intact, clean after a remount
+    let mut fs = Fs::mount(damaged, MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.0).unwrap();
+    let rep = fs.repair(RepairLevel::All, ts(5), &mut |_, _| true).unwrap();
+    assert_eq!((rep.repaired, rep.left, rep.problems_after), (4, 0, 0), "{rep:?}");
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    assert_fsck(&mut fs);
+    assert!(read_file(&mut fs, a) == vec![0u8; 3 * BS]);
+    let mut wantb = bb[0].clone();
+    wantb.extend_from_slice(&[0u8; BS]);
+    assert!(read_file(&mut fs, b) == wantb);
+}
