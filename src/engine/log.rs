@@ -1443,7 +1443,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         while u64::from(p) + REC_HDR as u64 <= u64::from(ss) {
             // windows end on write-unit boundaries: an unreadable page spoils only its own
             let end = (u64::from(p / wu) + 1).saturating_mul(u64::from(wu)).min(u64::from(ss)) as u32;
-            let n = (end - p) as usize;
+            let n = end.saturating_sub(p) as usize;
             let part = w.as_mut_slice().get_mut(..n).ok_or(Error::Corrupt)?;
             match self.read_bytes(seg, p, part) {
                 Ok(()) => {}
