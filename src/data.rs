@@ -37,9 +37,17 @@ fn fill_folio(inode: &Inode, folio: &mut LockedFolio) -> Result {
 }
 
 /// `fill_folio` with the engine already locked.
+///
+/// A 4 KiB folio is one block: `read_block_into` reads an aligned block (format.md section 8)
+/// from the device straight into it, and zero-fills what the file does not hold.
 fn fill_folio_locked(fs: &mut Fs, inode: &Inode, folio: &mut LockedFolio) -> Result {
     let pos = folio.pos() as u64;
+    let one_block = folio.size() == BS && pos % BS as u64 == 0;
     folio.with_bytes_mut(|buf| -> Result {
+        if one_block {
+            fs.read_block_into(inode.ino(), pos / BS as u64, buf).map_err(kerr_data)?;
+            return Ok(());
+        }
         let n = fs.read(inode.ino(), pos, buf).map_err(kerr_data)?;
         if let Some(rest) = buf.get_mut(n..) {
             rest.fill(0);

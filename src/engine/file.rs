@@ -102,39 +102,45 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let all = locs.as_slice().len();
         while a < all {
             // the records [a, b) lie back to back in one segment, within READ_SPAN_MAX
+            // (records and aligned payloads alike: `start` and `bytes` span what they occupy)
             let (_, l0) = *locs.as_slice().get(a).ok_or(Error::Corrupt)?;
             let mut b = a + 1;
-            let mut span_end = u64::from(l0.off) + u64::from(l0.len);
+            let mut span_end = u64::from(l0.start()) + u64::from(l0.bytes());
             while let Some(&(_, l)) = locs.as_slice().get(b) {
                 let gap_ok = l.seg == l0.seg
-                    && u64::from(l.off) >= span_end
-                    && u64::from(l.off) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
-                    && u64::from(l.off) + u64::from(l.len) - u64::from(l0.off) <= READ_SPAN_MAX as u64;
+                    && u64::from(l.start()) >= span_end
+                    && u64::from(l.start()) - span_end <= u64::from(self.log.geo.write_unit.max(REC_HDR_U32))
+                    && u64::from(l.start()) + u64::from(l.bytes()) - u64::from(l0.start()) <= READ_SPAN_MAX as u64;
                 if !gap_ok {
                     break;
                 }
-                span_end = u64::from(l.off) + u64::from(l.len);
+                span_end = u64::from(l.start()) + u64::from(l.bytes());
                 b += 1;
             }
-            let len = usize::try_from(span_end - u64::from(l0.off)).map_err(|_| Error::Corrupt)?;
+            let len = usize::try_from(span_end - u64::from(l0.start())).map_err(|_| Error::Corrupt)?;
             span.clear();
             span.try_resize(len, 0)?;
-            self.log.read_span(l0.seg, l0.off, span.as_mut_slice())?;
+            self.log.read_span(l0.seg, l0.start(), span.as_mut_slice())?;
             for &(blk, loc) in locs.as_slice().get(a..b).ok_or(Error::Corrupt)? {
-                let o = (loc.off - l0.off) as usize;
-                let rec = span.as_slice().get(o..o.saturating_add(loc.len as usize)).ok_or(Error::Corrupt)?;
-                let h = self.log.check_record(rec, loc)?;
+                let o = (loc.start() - l0.start()) as usize;
+                let rec = span.as_slice().get(o..o.saturating_add(loc.bytes() as usize)).ok_or(Error::Corrupt)?;
+                let p = if loc.is_aligned() {
+                    self.log.check_aligned(rec, loc)?;
+                    rec
+                } else {
+                    let h = self.log.check_record(rec, loc)?;
+                    if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
+                        return Err(Error::Corrupt);
+                    }
+                    rec.get(REC_HDR..).unwrap_or(&[])
+                };
                 let k = blk - first;
-                if h.key != Key::new(ino, kind::DATA, blk) || h.rtype != rtype::DATA {
-                    return Err(Error::Corrupt);
-                }
                 while next < k {
                     f(next, &[]);
                     next += 1;
                 }
                 // nothing past EOF, whatever the record holds
                 let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
-                let p = rec.get(REC_HDR..).unwrap_or(&[]);
                 f(k, p.get(..valid.min(p.len())).unwrap_or(&[]));
                 next = k + 1;
             }
@@ -145,6 +151,39 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             next += 1;
         }
         Ok(())
+    }
+
+    /// Block `blk` of file `ino` into `out` (at least 4096 bytes: the page-cache folio), the
+    /// bytes past what the file holds zeroed; returns how many bytes are the file's (0: a hole
+    /// or past EOF). An aligned block (format.md section 8) is read from the medium straight
+    /// into `out` (one read of 4096 bytes at an aligned offset, checked against the CRC in its
+    /// index entry), with no copy; a DATA record goes through the engine's buffer.
+    pub fn read_block_into(&mut self, ino: u64, blk: u64, out: &mut [u8]) -> Result<usize> {
+        let i = self.getattr(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let out = out.get_mut(..BS as usize).ok_or(Error::Invalid)?;
+        let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS) as usize;
+        let key = Key::new(ino, kind::DATA, blk);
+        let loc = match self.idx_get(&key)? {
+            Some(l) if valid > 0 => l,
+            _ => {
+                out.fill(0);
+                return Ok(0);
+            }
+        };
+        let n = if loc.is_aligned() {
+            self.log.read_aligned(loc, out)?;
+            valid
+        } else {
+            let len = self.read_at(&key, loc)?;
+            let n = len.min(valid);
+            out.get_mut(..n).ok_or(Error::Corrupt)?.copy_from_slice(self.payload().get(..n).ok_or(Error::Corrupt)?);
+            n
+        };
+        out.get_mut(n..).ok_or(Error::Corrupt)?.fill(0);
+        Ok(n)
     }
 
     /// SEEK_DATA: the first offset >= `off` inside a data block of file `ino` (4 KiB blocks, the

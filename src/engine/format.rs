@@ -39,8 +39,16 @@ pub const OPEN_SEGMENTS_MIN: u32 = 2;
 pub const OPEN_SEGMENTS_MAX: u32 = 64;
 /// Incompatible feature flags understood by this engine: bit 0 = hashed directories.
 pub const FEATURE_INCOMPAT_HASHED_DIRS: u64 = 1;
+/// Incompatible feature bit 1: whole 4 KiB data blocks are written as aligned payloads after a
+/// data group record (`rtype::DGROUP`, format.md section 8), and the superblock carries the
+/// data alignment (`Superblock::data_align`, extension part at `SB_SIZE + 16`).
+pub const FEATURE_INCOMPAT_ALIGNED_DATA: u64 = 2;
 /// All incompatible features this engine supports.
-pub const FEATURE_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_HASHED_DIRS;
+pub const FEATURE_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA;
+/// Smallest data alignment (`Superblock::data_align`).
+pub const DATA_ALIGN_MIN: u32 = 512;
+/// Largest data alignment: one block.
+pub const DATA_ALIGN_MAX: u32 = BLOCK_SIZE;
 /// Read-only-compatible features understood (none defined).
 pub const FEATURE_RO_COMPAT_SUPPORTED: u64 = 0;
 
@@ -96,6 +104,8 @@ pub mod rtype {
     pub const INDEX: u8 = 8;
     /// A chunk of the segment table written by a checkpoint.
     pub const SEGTAB: u8 = 9;
+    /// Data group: the table of the aligned payloads that follow it (format.md section 8).
+    pub const DGROUP: u8 = 10;
 }
 
 /// Segment-table entries per SEGTAB record.
@@ -169,6 +179,10 @@ pub struct Loc {
     pub len: u32,
 }
 
+/// Bit 31 of `Loc::off`: the location is an aligned data payload (format.md 8.3): `off` without
+/// the bit is the offset of its 4096 bytes, `len` is their CRC.
+pub const LOC_ALIGNED: u32 = 1 << 31;
+
 impl Loc {
     /// Encoded size.
     pub const SIZE: usize = 12;
@@ -182,6 +196,95 @@ impl Loc {
     pub fn get(r: &mut Reader<'_>) -> Result<Self> {
         Ok(Loc { seg: r.u32()?, off: r.u32()?, len: r.u32()? })
     }
+    /// The location of an aligned payload of 4096 bytes at `off` (no bit 31) in `seg` whose
+    /// CRC (seeded with the record seed) is `crc`.
+    pub const fn aligned(seg: u32, off: u32, crc: u32) -> Self {
+        Loc { seg, off: off | LOC_ALIGNED, len: crc }
+    }
+    /// Whether this is an aligned payload's location.
+    pub const fn is_aligned(&self) -> bool {
+        self.off & LOC_ALIGNED != 0
+    }
+    /// The first byte it occupies in its segment.
+    pub const fn start(&self) -> u32 {
+        self.off & !LOC_ALIGNED
+    }
+    /// The bytes it occupies (and counts as live): 4096 for an aligned payload, else the record.
+    pub const fn bytes(&self) -> u32 {
+        if self.is_aligned() {
+            BLOCK_SIZE
+        } else {
+            self.len
+        }
+    }
+}
+
+/// Size of one data group table entry: ino u64, block u64, CRC u32.
+pub const GROUP_ENTRY_SIZE: usize = 20;
+/// Most blocks in one data group.
+pub const GROUP_MAX: usize = 255;
+
+/// One entry of a data group's table (format.md 8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupEntry {
+    /// Owner inode.
+    pub ino: u64,
+    /// Block index in the file.
+    pub blk: u64,
+    /// CRC32C of the 4096 payload bytes, seeded with the record seed.
+    pub crc: u32,
+}
+
+impl GroupEntry {
+    /// Encode.
+    pub fn put(&self, w: &mut Writer<'_>) -> Result<()> {
+        w.u64(self.ino)?;
+        w.u64(self.blk)?;
+        w.u32(self.crc)
+    }
+    /// Decode.
+    pub fn get(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(GroupEntry { ino: r.u64()?, blk: r.u64()?, crc: r.u32()? })
+    }
+}
+
+/// Payload length of a data group record of `count` entries.
+pub const fn group_table_len(count: usize) -> usize {
+    4 + count * GROUP_ENTRY_SIZE
+}
+
+/// The CRC of an aligned payload (format.md 8.2).
+pub fn block_crc(seed: u32, data: &[u8]) -> u32 {
+    crc32c_update(seed, data)
+}
+
+/// A data group's layout in its segment: the record at `off` with `count` entries, alignment
+/// `align`. Returns (offset of the first payload slot, end of the extent), or `None` when it
+/// overflows (the caller checks the end against the segment).
+pub fn group_extent(off: u32, count: u32, align: u32) -> Option<(u32, u32)> {
+    let table_end = u64::from(off) + REC_HDR as u64 + group_table_len(count as usize) as u64;
+    let a = u64::from(align.max(1));
+    let payload0 = table_end.div_ceil(a).checked_mul(a)?;
+    let end = payload0.checked_add(u64::from(count).checked_mul(u64::from(BLOCK_SIZE))?)?;
+    Some((u32::try_from(payload0).ok()?, u32::try_from(end).ok()?))
+}
+
+/// Decode a data group table (the record's payload): the entry count, checked against the
+/// payload length.
+pub fn group_count(payload: &[u8]) -> Result<u32> {
+    let mut r = Reader::new(payload);
+    let n = r.u32()?;
+    if n == 0 || n as usize > GROUP_MAX || group_table_len(n as usize) != payload.len() {
+        return Err(Error::Corrupt);
+    }
+    Ok(n)
+}
+
+/// Entry `i` of a data group table (the record's payload).
+pub fn group_entry(payload: &[u8], i: u32) -> Result<GroupEntry> {
+    let at = 4usize.checked_add((i as usize).checked_mul(GROUP_ENTRY_SIZE).ok_or(Error::Corrupt)?).ok_or(Error::Corrupt)?;
+    let b = payload.get(at..at.saturating_add(GROUP_ENTRY_SIZE)).ok_or(Error::Corrupt)?;
+    GroupEntry::get(&mut Reader::new(b))
 }
 
 /// Size of a record header.
@@ -471,14 +574,19 @@ pub struct Superblock {
     /// write unit that divides the segment. 0: not recorded (the bit is clear). Stored at
     /// offset 217 as u32, followed by a CRC32C (unseeded) of those 4 bytes.
     pub ftl_page: u32,
+    /// Data alignment `A` (`FEATURE_INCOMPAT_ALIGNED_DATA`): aligned payloads start at
+    /// multiples of it; a power of two in `DATA_ALIGN_MIN..=DATA_ALIGN_MAX` dividing the
+    /// segment. 0: not recorded (the bit is clear). Stored at offset 225 as u32, followed by a
+    /// CRC32C (unseeded) of those 4 bytes.
+    pub data_align: u32,
 }
 
 /// Encoded superblock size (the part the main CRC covers).
 pub const SB_SIZE: usize = 4 + 4 + 4 + 8 * 3 + 1 + 4 * 3 + 8 + 8 + 8 + 4 + 4 + 4 * MAX_CP_SEGS * 2;
 /// Size of the superblock extension after `SB_SIZE`: the open-segment limit (u32 + its CRC32C,
-/// compat bit 0), then the FTL page (u32 + its CRC32C, compat bit 2). Each part is meaningful
-/// only with its bit.
-pub const SB_EXT_SIZE: usize = 16;
+/// compat bit 0), the FTL page (u32 + its CRC32C, compat bit 2), then the data alignment (u32 +
+/// its CRC32C, incompat bit 1). Each part is meaningful only with its bit.
+pub const SB_EXT_SIZE: usize = 24;
 /// Bytes of the superblock a mount reads and a format writes (before padding).
 pub const SB_FULL_SIZE: usize = SB_SIZE + SB_EXT_SIZE;
 
@@ -512,8 +620,13 @@ impl Superblock {
         }
         let crc = crc32c(b);
         crate::engine::codec::put_u32(b, 4, crc)?;
-        for (bit, at, v) in [(FEATURE_COMPAT_OPEN_SEGMENTS, SB_SIZE, self.open_segments), (FEATURE_COMPAT_FTL_PAGE, SB_SIZE + 8, self.ftl_page)] {
-            if self.compat & bit != 0 {
+        let parts = [
+            (self.compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0, SB_SIZE, self.open_segments),
+            (self.compat & FEATURE_COMPAT_FTL_PAGE != 0, SB_SIZE + 8, self.ftl_page),
+            (self.incompat & FEATURE_INCOMPAT_ALIGNED_DATA != 0, SB_SIZE + 16, self.data_align),
+        ];
+        for (present, at, v) in parts {
+            if present {
                 let e = out.get_mut(at..at + 8).ok_or(Error::Invalid)?;
                 crate::engine::codec::put_u32(e, 0, v)?;
                 let c = crc32c(e.get(..4).ok_or(Error::Invalid)?);
@@ -523,9 +636,9 @@ impl Superblock {
         Ok(())
     }
 
-    /// Decode and validate (magic + CRC; with `FEATURE_COMPAT_OPEN_SEGMENTS` or
-    /// `FEATURE_COMPAT_FTL_PAGE`, the extension's CRCs too: `b` must then hold `SB_FULL_SIZE`
-    /// bytes). The values' ranges are checked by the mount (`Engine::mount`), which says why
+    /// Decode and validate (magic + CRC; with `FEATURE_COMPAT_OPEN_SEGMENTS`,
+    /// `FEATURE_COMPAT_FTL_PAGE` or `FEATURE_INCOMPAT_ALIGNED_DATA`, the extension's CRCs too:
+    /// `b` must then hold `SB_FULL_SIZE` bytes). The values' ranges are checked by the mount (`Engine::mount`), which says why
     /// it refuses.
     pub fn decode(full: &[u8]) -> Result<Self> {
         let b = full.get(..SB_SIZE).ok_or(Error::Corrupt)?;
@@ -559,8 +672,8 @@ impl Superblock {
                 *s = r.u32()?;
             }
         }
-        let ext = |bit: u64, at: usize| -> Result<u32> {
-            if compat & bit == 0 {
+        let ext = |present: bool, at: usize| -> Result<u32> {
+            if !present {
                 return Ok(0);
             }
             let e = full.get(at..at + 8).ok_or(Error::Corrupt)?;
@@ -572,9 +685,11 @@ impl Superblock {
             }
             Ok(v)
         };
-        let open_segments = ext(FEATURE_COMPAT_OPEN_SEGMENTS, SB_SIZE)?;
-        let ftl_page = ext(FEATURE_COMPAT_FTL_PAGE, SB_SIZE + 8)?;
+        let open_segments = ext(compat & FEATURE_COMPAT_OPEN_SEGMENTS != 0, SB_SIZE)?;
+        let ftl_page = ext(compat & FEATURE_COMPAT_FTL_PAGE != 0, SB_SIZE + 8)?;
+        let data_align = ext(incompat & FEATURE_INCOMPAT_ALIGNED_DATA != 0, SB_SIZE + 16)?;
         Ok(Superblock {
+            data_align,
             open_segments,
             ftl_page,
             version,

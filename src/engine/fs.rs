@@ -5,9 +5,9 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
-    segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, FEATURE_COMPAT,
-    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SUPPORTED,
-    FEATURE_RO_COMPAT_SUPPORTED, FORMAT_VERSION, MAX_CP_SEGS, NO_SEG, NUM_HEADS, OPEN_SEGMENTS_MAX,
+    segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, DATA_ALIGN_MAX, DATA_ALIGN_MIN, FEATURE_COMPAT,
+    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_ALIGNED_DATA, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SUPPORTED,
+    FEATURE_RO_COMPAT_SUPPORTED, FORMAT_VERSION, LOC_ALIGNED, MAX_CP_SEGS, NO_SEG, NUM_HEADS, OPEN_SEGMENTS_MAX,
     OPEN_SEGMENTS_MIN, SB_FULL_SIZE, SEGINFO_SIZE, SEGTAB_ENTRIES, S_IFDIR,
 };
 use crate::engine::index::Tree;
@@ -36,11 +36,16 @@ pub struct FormatOptions {
     /// (three log heads); `Some(n)`, at most `n` segments open at once, `n` in
     /// `OPEN_SEGMENTS_MIN..=OPEN_SEGMENTS_MAX` (1: `NotSupported`; above the maximum: `Invalid`).
     pub open_segments: Option<u32>,
+    /// Aligned data payloads (`FEATURE_INCOMPAT_ALIGNED_DATA`, format.md section 8): 0, none
+    /// (the default until the feature is complete, issue 13); else the data alignment, a power
+    /// of two in 512..=4096 dividing the segment (mkfs: 4096 on a block device, the page size
+    /// on NAND), `Invalid` otherwise and on NOR.
+    pub data_align: u32,
 }
 
 impl Default for FormatOptions {
     fn default() -> Self {
-        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755, open_segments: None }
+        FormatOptions { serial: 0x5eed_f00d, root_uid: 0, root_gid: 0, root_mode: 0o755, open_segments: None, data_align: 0 }
     }
 }
 
@@ -261,6 +266,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         // a block device's FTL page (the preferred write size), recorded for the kernel
         let ftl_page = if geo.kind == FlashKind::Block { geo.preferred_write } else { 0 };
+        let data_align = fo.data_align;
+        if data_align != 0 && (geo.kind == FlashKind::Nor || !Self::data_align_ok(data_align, geo.segment_size)) {
+            return Err((Error::Invalid, flash));
+        }
         let mut compat = FEATURE_COMPAT;
         if limit != 0 {
             compat |= FEATURE_COMPAT_OPEN_SEGMENTS;
@@ -269,11 +278,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             compat |= FEATURE_COMPAT_FTL_PAGE;
         }
         let sb = Superblock {
+            data_align,
             open_segments: limit,
             ftl_page,
             version: FORMAT_VERSION,
             compat,
-            incompat: FEATURE_INCOMPAT_HASHED_DIRS,
+            incompat: FEATURE_INCOMPAT_HASHED_DIRS | if data_align != 0 { FEATURE_INCOMPAT_ALIGNED_DATA } else { 0 },
             ro_compat: 0,
             kind: match geo.kind {
                 // MLC follows the NAND rules; its pairing comes from the device at each mount
@@ -308,6 +318,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Err(e) => return Err((e, flash)),
         };
         let mut log: Log<P, F> = Log::new(flash, table, fo.serial as u32 ^ (fo.serial >> 32) as u32);
+        log.data_align = data_align;
         if let Err(e) = log.set_open_limit(limit) {
             return Err((e, log.flash));
         }
@@ -494,6 +505,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             _ => None,
         };
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
+        log.data_align = sb.data_align;
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
         let (cache, dirty) = Self::index_budget(&sb, &opts);
         let mut eng = Self::assemble(log, sb, opts, cache);
@@ -522,6 +534,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let area_segs = sb.cp_area_segs as usize;
         if area_segs == 0 || area_segs > MAX_CP_SEGS {
+            return Err(Error::BadFormat);
+        }
+        if sb.incompat & FEATURE_INCOMPAT_ALIGNED_DATA != 0 && !Self::data_align_ok(sb.data_align, sb.segment_size) {
             return Err(Error::BadFormat);
         }
         // the checkpoint blob: exactly CP_HDR_SIZE + one location per segment-table chunk
@@ -564,6 +579,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             n => n,
         };
         (cache, dirty)
+    }
+
+    /// A data alignment format.md 8.1 allows: a power of two in `DATA_ALIGN_MIN..=DATA_ALIGN_MAX`
+    /// dividing the segment, on segments below 2 GiB (aligned locations use bit 31).
+    fn data_align_ok(a: u32, segment_size: u32) -> bool {
+        a.is_power_of_two() && (DATA_ALIGN_MIN..=DATA_ALIGN_MAX).contains(&a) && segment_size.is_multiple_of(a) && segment_size < LOC_ALIGNED
     }
 
     /// An engine over `log` and `sb` with empty caches and no checkpoint position yet: the one

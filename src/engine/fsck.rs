@@ -7,7 +7,8 @@
 use crate::engine::codec::Reader;
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{kind, FileType, Inode, Key, BLOCK_SIZE, S_IFDIR, S_IFMT};
+use crate::engine::format::{group_count, group_entry, group_extent, kind, rtype, FileType, Inode, Key, Loc, BLOCK_SIZE, REC_HDR, S_IFDIR, S_IFMT};
+use crate::engine::log::Scan;
 use crate::engine::fs::{Engine, ROOT_INO};
 use crate::engine::platform::{FallibleVec, Platform};
 use crate::engine::dir::dtype_of;
@@ -18,6 +19,9 @@ pub enum FsckProblem {
     /// The record the index points at for this key is unreadable, fails its CRC, holds another
     /// key or cannot be decoded (an inode record of another number, a truncated entry).
     BadRecord(Key),
+    /// An aligned data block (format.md 8.3) whose slot no valid data group of its segment
+    /// covers, or whose group's entry for that slot names another key or CRC (format.md 8.2).
+    Ungrouped(Key),
     /// The segment usage table disagrees with the index.
     SegmentUsage {
         /// Segment.
@@ -267,6 +271,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 rep.problem(p);
             })?;
         }
+        let mut group = GroupSeen::<P> { seg: u32::MAX, payload0: 0, end: 0, table: P::Vec::new() };
         let mut from = Key::default();
         let mut keys = 0u64;
         while let Some((key, loc)) = self.idx_next(&from)? {
@@ -340,6 +345,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                         }
                         _ => false,
                     }
+                }
+                (kind::DATA, Some(_)) if loc.is_aligned() && !self.grouped(&key, loc, &mut group)? => {
+                    a.bad.try_push(key)?;
+                    problem!(FsckProblem::Ungrouped(key));
+                    true
                 }
                 (kind::DATA, Some(n)) => {
                     a.rep.data_blocks = a.rep.data_blocks.saturating_add(1);
@@ -496,6 +506,63 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 }
 
 /// In-place heapsort of references by child inode (no allocation, no panicking path).
+/// The data group [`Engine::grouped`] found last: its segment, its payload slots
+/// (`payload0..end`) and its table.
+struct GroupSeen<P: Platform> {
+    seg: u32,
+    payload0: u32,
+    end: u32,
+    table: P::Vec<u8>,
+}
+
+impl<P: Platform, F: Flash> Engine<P, F> {
+    /// Whether the aligned location `loc` of `key` is a slot of a valid data group of its
+    /// segment whose entry for that slot names `key` and the location's CRC (format.md 8.2,
+    /// 8.3). The segment is walked from its start as recovery walks it (past a bad spot to the
+    /// next valid record) up to the group whose slots hold `loc`; `seen` keeps that group, which
+    /// the next blocks of a file usually share.
+    fn grouped(&mut self, key: &Key, loc: Loc, seen: &mut GroupSeen<P>) -> Result<bool> {
+        let slot = loc.start();
+        if seen.seg != loc.seg || slot < seen.payload0 || slot >= seen.end {
+            seen.seg = u32::MAX;
+            let seq = self.log.seg(loc.seg)?.seq;
+            let mut tmp: P::Vec<u8> = P::Vec::new();
+            let mut off = 0u32;
+            loop {
+                let found = match self.log.scan_at(loc.seg, off, seq, &mut tmp)? {
+                    Scan::Rec(h, l) => Some((h, l)),
+                    Scan::End => None,
+                    Scan::Bad => self.log.resync(loc.seg, off, seq, &mut tmp)?,
+                };
+                let Some((h, l)) = found else { return Ok(false) };
+                if l.off > slot {
+                    return Ok(false);
+                }
+                let end = l.off.saturating_add(l.len);
+                if h.rtype == rtype::DGROUP && slot < end {
+                    let table = tmp.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?;
+                    let Some((payload0, _)) = group_count(table).ok().and_then(|n| group_extent(l.off, n, self.log.data_align)) else {
+                        return Ok(false);
+                    };
+                    seen.table.clear();
+                    seen.table.try_extend_from_slice(table)?;
+                    (seen.seg, seen.payload0, seen.end) = (loc.seg, payload0, end);
+                    break;
+                }
+                if end <= off {
+                    return Ok(false);
+                }
+                off = end;
+            }
+        }
+        if slot < seen.payload0 || !(slot - seen.payload0).is_multiple_of(BLOCK_SIZE) {
+            return Ok(false);
+        }
+        let Ok(e) = group_entry(seen.table.as_slice(), (slot - seen.payload0) / BLOCK_SIZE) else { return Ok(false) };
+        Ok(Key::new(e.ino, kind::DATA, e.blk) == *key && e.crc == loc.len)
+    }
+}
+
 fn heapsort_by_child(v: &mut [Ref]) {
     let n = v.len();
     let mut start = n / 2;

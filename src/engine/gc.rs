@@ -4,7 +4,10 @@
 
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{rtype, segstate, Loc, RecHdr, HEAD_COLD, HEAD_META, NO_SEG, REC_HDR};
+use crate::engine::format::{
+    group_count, group_entry, group_extent, kind, rtype, segstate, Key, Loc, RecHdr, BLOCK_SIZE, HEAD_COLD, HEAD_META, NO_SEG,
+    REC_HDR,
+};
 use crate::engine::fs::Engine;
 use crate::engine::log::{SEG_PINNED, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
@@ -344,6 +347,63 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
     }
 
+    /// Move the live blocks of the data group at `loc` (its table `table`) to the cold head, as
+    /// data groups of at most `GC_GROUP` blocks that keep their CRCs. A block is live when the
+    /// index maps its key to its slot. A live block that does not read back stays (the segment
+    /// is then left stuck by `gc_settle`).
+    ///
+    /// 64 blocks (a 256 KiB buffer): a group of 64 and its table block fill a segment at 64/65
+    /// = 98.5 %, above the 97.6 % of DATA records the write-back budget assumes on large
+    /// segments (`budget_capacity`); groups of 32 (97 %) would not be.
+    fn gc_group(&mut self, loc: Loc, table: &[u8]) -> Result<()> {
+        const GC_GROUP: usize = 64;
+        let count = group_count(table)?;
+        let (payload0, _) = group_extent(loc.off, count, self.log.data_align).ok_or(Error::Corrupt)?;
+        let mut data: P::Vec<u8> = P::Vec::new();
+        let mut keys: P::Vec<(u64, u64, Loc)> = P::Vec::new();
+        let mut i = 0u32;
+        while i < count || !keys.is_empty() {
+            if i < count && keys.len() < GC_GROUP {
+                let e = group_entry(table, i)?;
+                let old = Loc::aligned(loc.seg, payload0.saturating_add(i.saturating_mul(BLOCK_SIZE)), e.crc);
+                i += 1;
+                if self.idx_get(&Key::new(e.ino, kind::DATA, e.blk))? != Some(old) {
+                    continue;
+                }
+                let at = data.len();
+                data.try_resize(at.saturating_add(BLOCK_SIZE as usize), 0)?;
+                match self.log.read_aligned(old, data.as_mut_slice().get_mut(at..).ok_or(Error::Corrupt)?) {
+                    Ok(()) => keys.try_push((e.ino, e.blk, old))?,
+                    Err(Error::Corrupt) => data.truncate(at),
+                    Err(err) => return Err(err),
+                }
+                continue;
+            }
+            // write the batch
+            let mut items: P::Vec<(u64, u64, &[u8])> = P::Vec::new();
+            for (k, &(ino, blk, _)) in keys.as_slice().iter().enumerate() {
+                let b = k.saturating_mul(BLOCK_SIZE as usize);
+                items.try_push((ino, blk, data.as_slice().get(b..b.saturating_add(BLOCK_SIZE as usize)).ok_or(Error::Corrupt)?))?;
+            }
+            let mut done = 0usize;
+            while done < items.len() {
+                let mut locs: P::Vec<Loc> = P::Vec::new();
+                let n = self.log.append_group(HEAD_COLD, items.as_slice().get(done..).ok_or(Error::Corrupt)?, &mut locs)?;
+                for (k, &nl) in locs.as_slice().iter().enumerate() {
+                    let &(ino, blk, _) = keys.as_slice().get(done.saturating_add(k)).ok_or(Error::Corrupt)?;
+                    self.idx_set(Key::new(ino, kind::DATA, blk), nl)?;
+                    self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
+                    self.log.stats.gc_bytes = self.log.stats.gc_bytes.saturating_add(u64::from(BLOCK_SIZE));
+                }
+                done = done.saturating_add(n);
+            }
+            drop(items);
+            keys.clear();
+            data.clear();
+        }
+        Ok(())
+    }
+
     pub(crate) fn gc_record(&mut self, h: &RecHdr, loc: Loc, rec: &P::Vec<u8>) -> Result<()> {
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
@@ -369,6 +429,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 Ok(())
             }
+            rtype::DGROUP => self.gc_group(loc, rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?),
             rtype::INDEX => {
                 let level = *rec.as_slice().get(REC_HDR).ok_or(Error::Corrupt)?;
                 if self.tree.node_live(&mut self.log, loc, &h.key, level, true)? {

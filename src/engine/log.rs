@@ -4,8 +4,8 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, Geometry, Pairing, ReadStatus};
 use crate::engine::format::{
-    rtype, segstate, HeadState, Key, Loc, RecHdr, SegInfo, Stats, FLAG_SYNC, NO_SEG, NUM_HEADS, REC_HDR,
-    SEGHDR_PAYLOAD,
+    block_crc, group_count, group_extent, group_table_len, kind, rtype, segstate, GroupEntry, HeadState, Key, Loc, RecHdr,
+    SegInfo, Stats, BLOCK_SIZE, FLAG_SYNC, GROUP_MAX, NO_SEG, NUM_HEADS, REC_HDR, SEGHDR_PAYLOAD,
 };
 use crate::engine::index::NodeIo;
 use crate::engine::platform::{FallibleVec, Platform};
@@ -205,6 +205,9 @@ pub struct Log<P: Platform, F: Flash> {
     pub pair_pad_bytes: u64,
     /// Copies of recently read write units (see `readcache.rs`).
     pub rcache: ReadCache<P>,
+    /// Data alignment of aligned payloads (`FEATURE_INCOMPAT_ALIGNED_DATA`); 0: the volume
+    /// has none (whole blocks are DATA records).
+    pub data_align: u32,
 }
 
 impl<P: Platform, F: Flash> Log<P, F> {
@@ -247,6 +250,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             pairing,
             pair_pad_bytes: 0,
             rcache: ReadCache::new(wu, READ_CACHE_BYTES),
+            data_align: 0,
         }
     }
 
@@ -429,10 +433,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
         self.segs.get_mut(s)
     }
 
-    /// Count live bytes of a record.
+    /// Count live bytes of a record (or an aligned payload).
     pub fn live_add(&mut self, loc: Loc) {
         if let Ok(mut s) = self.seg_mut(loc.seg) {
-            s.live = s.live.saturating_add(loc.len);
+            s.live = s.live.saturating_add(loc.bytes());
         }
     }
 
@@ -883,6 +887,139 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         r
+    }
+
+    /// How many of `max` blocks a data group starting at `start` fits in a segment (0: none).
+    fn group_fit(&self, start: u32, max: usize) -> usize {
+        let mut n = max.min(GROUP_MAX);
+        while n > 0 {
+            match group_extent(start, n as u32, self.data_align) {
+                Some((_, end)) if end <= self.geo.segment_size => return n,
+                _ => n -= 1,
+            }
+        }
+        0
+    }
+
+    /// Append a data group (format.md 8.2) to head `h`: the table of `items` (inode, block
+    /// index, 4096 bytes each) and their aligned payloads, as many as fit in the head's
+    /// segment (a segment switch first when not one does). Pushes each written block's
+    /// location to `locs` and returns how many were written. The group takes one sequence
+    /// number for its table and one per block; on an error nothing of it stays in the buffer
+    /// (fail-stop when part of it was programmed) and its numbers go back when nothing else
+    /// took one (else the next fsync checkpoints).
+    pub fn append_group(&mut self, h: usize, items: &[(u64, u64, &[u8])], locs: &mut P::Vec<Loc>) -> Result<usize> {
+        if self.failed {
+            return Err(Error::ReadOnly);
+        }
+        if self.data_align == 0 || items.is_empty() || items.iter().any(|it| it.2.len() != BLOCK_SIZE as usize) {
+            return Err(Error::Invalid);
+        }
+        let h = self.phys_head(h);
+        let mut switched = false;
+        let n = loop {
+            let (seg, pos) = {
+                let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+                (hd.seg, hd.pos)
+            };
+            if seg == NO_SEG {
+                self.open_segment(h)?;
+                switched = true;
+                continue;
+            }
+            let n = self.group_fit(Self::align_pos(self.wu(), pos), items.len());
+            if n > 0 {
+                break n;
+            }
+            if switched {
+                // not one block fits in a fresh segment (format refuses such a geometry)
+                return Err(Error::Invalid);
+            }
+            self.close_segment(h)?;
+            self.open_segment(h)?;
+            switched = true;
+        };
+        let todo = items.get(..n).ok_or(Error::Invalid)?;
+        let mut table: P::Vec<u8> = P::Vec::new();
+        table.try_resize(group_table_len(n), 0)?;
+        {
+            let mut w = Writer::new(table.as_mut_slice());
+            w.u32(n as u32)?;
+            for &(ino, blk, data) in todo {
+                GroupEntry { ino, blk, crc: block_crc(self.seed, data) }.put(&mut w)?;
+            }
+        }
+        let (buf_start, buf_len, seg) = {
+            let hd = self.heads.get(h).ok_or(Error::Invalid)?;
+            (hd.buf_start, hd.buf.len(), hd.seg)
+        };
+        let seq = self.next_seq;
+        self.next_seq = seq.saturating_add(n as u64 + 1);
+        let r = self.append_group_bytes(h, todo, table.as_slice(), seq);
+        let (start, end) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                self.rollback_head(h, buf_start, buf_len);
+                if self.next_seq == seq.saturating_add(n as u64 + 1) {
+                    self.next_seq = seq;
+                } else {
+                    self.need_checkpoint = true;
+                }
+                return Err(e);
+            }
+        };
+        self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(end.saturating_sub(start)));
+        let mut off = end.saturating_sub((n as u32).saturating_mul(BLOCK_SIZE));
+        for &(_, _, data) in todo {
+            locs.try_push(Loc::aligned(seg, off, block_crc(self.seed, data)))?;
+            off = off.saturating_add(BLOCK_SIZE);
+        }
+        Ok(n)
+    }
+
+    /// The bytes of a data group into head `h`'s buffer: the record (header + `table`), zeros
+    /// to the first slot, the blocks. Returns (start, end of the extent).
+    fn append_group_bytes(&mut self, h: usize, todo: &[(u64, u64, &[u8])], table: &[u8], seq: u64) -> Result<(u32, u32)> {
+        let &(ino, blk, _) = todo.first().ok_or(Error::Invalid)?;
+        let loc = self.append_bytes(h, rtype::DGROUP, 0, Key::new(ino, kind::DATA, blk), table, seq)?;
+        let (payload0, end) = group_extent(loc.off, todo.len() as u32, self.data_align).ok_or(Error::Invalid)?;
+        let zeros = [0u8; 512];
+        let mut gap = payload0.saturating_sub(loc.off.saturating_add(loc.len)) as usize;
+        while gap > 0 {
+            let k = gap.min(zeros.len());
+            self.push_bytes(h, zeros.get(..k).ok_or(Error::Invalid)?)?;
+            gap -= k;
+        }
+        for &(_, _, data) in todo {
+            self.push_bytes(h, data)?;
+        }
+        self.heads.get_mut(h).ok_or(Error::Invalid)?.pos = end;
+        Ok((loc.off, end))
+    }
+
+    /// Read the aligned payload at `loc` (4096 bytes into `out`) and check it against the CRC
+    /// the location carries (format.md 8.3).
+    pub fn read_aligned(&mut self, loc: Loc, out: &mut [u8]) -> Result<()> {
+        if !self.aligned_loc_ok(loc) || out.len() != BLOCK_SIZE as usize {
+            return Err(Error::Corrupt);
+        }
+        self.read_bytes_as(loc.seg, loc.start(), out, true)?;
+        self.check_aligned(out, loc)
+    }
+
+    /// Whether `loc` is an aligned location this volume can hold: it has aligned data and the
+    /// slot starts at a multiple of the alignment (its end is checked by the read).
+    fn aligned_loc_ok(&self, loc: Loc) -> bool {
+        let a = self.data_align;
+        loc.is_aligned() && a != 0 && loc.start().is_multiple_of(a)
+    }
+
+    /// Verify that `b` (the 4096 bytes read at the aligned location `loc`) carry its CRC.
+    pub fn check_aligned(&self, b: &[u8], loc: Loc) -> Result<()> {
+        if !self.aligned_loc_ok(loc) || b.len() != BLOCK_SIZE as usize || block_crc(self.seed, b) != loc.len {
+            return Err(Error::Corrupt);
+        }
+        Ok(())
     }
 
     /// Write out (logical) head `h`'s buffer, padding to a write-unit boundary (to a chunk
@@ -1377,6 +1514,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         out.try_resize(loc.len as usize, 0)?;
         let r = self.read_scanned(seg, start, out.as_mut_slice(), win).and_then(|()| self.check_record(out.as_slice(), loc));
         match r {
+            Ok(h) if h.rtype == rtype::DGROUP => Ok(self.group_walk(h, loc, out.as_slice().get(REC_HDR..).unwrap_or(&[]))),
             Ok(h) => Ok(Scan::Rec(h, loc)),
             Err(Error::Corrupt) => Ok(Scan::Bad),
             Err(e) => Err(e),
@@ -1452,6 +1590,22 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
+    /// A valid data group record at `loc` with table `table`, as the walkers see it: its
+    /// location with the length of the whole extent (the next record starts after its last
+    /// payload slot, format.md 8.2). `Scan::Bad` when the volume has no aligned data, the table
+    /// does not decode, does not name the record's key first, or the extent leaves the segment.
+    fn group_walk(&self, h: RecHdr, loc: Loc, table: &[u8]) -> Scan {
+        let Ok(n) = group_count(table) else { return Scan::Bad };
+        let first = crate::engine::format::group_entry(table, 0);
+        let key_ok = first.is_ok_and(|e| Key::new(e.ino, kind::DATA, e.blk) == h.key);
+        match group_extent(loc.off, n, self.data_align) {
+            Some((_, end)) if self.data_align != 0 && key_ok && end <= self.geo.segment_size => {
+                Scan::Rec(h, Loc { seg: loc.seg, off: loc.off, len: end.saturating_sub(loc.off) })
+            }
+            _ => Scan::Bad,
+        }
+    }
+
     /// After a bad spot at `from` in `seg`: the first valid record of segment sequence
     /// `seg_seq` that starts after it, searched byte by byte (records need not start on a
     /// write-unit boundary). Unreadable windows are skipped. Used only at mount, once per bad
@@ -1468,7 +1622,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         while u64::from(p) + REC_HDR as u64 <= u64::from(ss) {
             // windows end on write-unit boundaries: an unreadable page spoils only its own
             let end = (u64::from(p / wu) + 1).saturating_mul(u64::from(wu)).min(u64::from(ss)) as u32;
-            let n = (end - p) as usize;
+            let n = end.saturating_sub(p) as usize;
             let part = w.as_mut_slice().get_mut(..n).ok_or(Error::Corrupt)?;
             match self.read_bytes(seg, p, part) {
                 Ok(()) => {}
@@ -1571,7 +1725,7 @@ impl<P: Platform, F: Flash> NodeIo for Log<P, F> {
 
     fn dead(&mut self, loc: Loc) {
         if let Ok(mut s) = self.seg_mut(loc.seg) {
-            s.live = s.live.saturating_sub(loc.len);
+            s.live = s.live.saturating_sub(loc.bytes());
         }
     }
 }

@@ -4,7 +4,7 @@
 use crate::engine::codec::Writer;
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{kind, rtype, Inode, Key, Loc, HEAD_META, INODE_SIZE, REC_HDR};
+use crate::engine::format::{kind, rtype, Inode, Key, Loc, BLOCK_SIZE, HEAD_META, INODE_SIZE, REC_HDR};
 use crate::engine::fs::Engine;
 use crate::engine::platform::{FallibleVec, Platform};
 
@@ -92,27 +92,32 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Some(l) => l,
             None => return Ok(None),
         };
-        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-        let r = self.log.read_record(loc, &mut tmp);
-        self.buf = tmp;
-        let h = r?;
-        if h.key != *key {
-            return Err(Error::Corrupt);
-        }
-        Ok(Some(h.len as usize))
+        self.read_at(key, loc).map(Some)
     }
 
     /// Read the record for `key` at `loc` (a location the index just returned, e.g. from
     /// `idx_next`) into `self.buf`, without descending the index again; returns the payload length.
+    /// An aligned payload (format.md 8.3) has no header: the buffer then holds `REC_HDR` zeros
+    /// before its 4096 bytes, checked against the CRC its location carries.
     pub(crate) fn read_at(&mut self, key: &Key, loc: Loc) -> Result<usize> {
         let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-        let r = self.log.read_record(loc, &mut tmp);
+        let r = if loc.is_aligned() {
+            self.read_aligned_into(key, loc, &mut tmp)
+        } else {
+            self.log.read_record(loc, &mut tmp).and_then(|h| if h.key == *key { Ok(h.len as usize) } else { Err(Error::Corrupt) })
+        };
         self.buf = tmp;
-        let h = r?;
-        if h.key != *key {
+        r
+    }
+
+    fn read_aligned_into(&mut self, key: &Key, loc: Loc, out: &mut P::Vec<u8>) -> Result<usize> {
+        if key.kind != kind::DATA {
             return Err(Error::Corrupt);
         }
-        Ok(h.len as usize)
+        out.clear();
+        out.try_resize(REC_HDR + BLOCK_SIZE as usize, 0)?;
+        self.log.read_aligned(loc, out.as_mut_slice().get_mut(REC_HDR..).ok_or(Error::Corrupt)?)?;
+        Ok(BLOCK_SIZE as usize)
     }
 
     /// Payload of the record last read by `read_key` or `read_at`.

@@ -6,8 +6,8 @@ use crate::engine::codec::Reader;
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, rtype, segstate, CpHeader, Key, Loc, RecHdr, CP_HDR_SIZE, FLAG_CONT, FLAG_SYNC, NO_SEG,
-    NUM_HEADS, REC_HDR,
+    group_count, group_extent, kind, rtype, segstate, CpHeader, GroupEntry, Key, Loc, RecHdr, BLOCK_SIZE, CP_HDR_SIZE,
+    FLAG_CONT, FLAG_SYNC, GROUP_ENTRY_SIZE, NO_SEG, NUM_HEADS, REC_HDR,
 };
 use crate::engine::fs::{Engine, ROOT_INO};
 use crate::engine::log::{Log, Scan, ScanWindow};
@@ -465,6 +465,26 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Ok(());
         }
         loop {
+            if let Some(g) = st.group {
+                if g.next < g.count {
+                    st.group = Some(GroupCur { next: g.next + 1, ..g });
+                    match self.group_block(&g)? {
+                        Some(p) => {
+                            st.peeked = Some(Peek { h: p.0, loc: p.1, range: None });
+                            return Ok(());
+                        }
+                        None => {
+                            // not present (torn, lost, damaged): a missing number, decided
+                            // at the gap it leaves like any other (see `replay`)
+                            if st.bad.is_none() {
+                                st.bad = Some((g.seg, g.payload0.saturating_add(g.next.saturating_mul(BLOCK_SIZE))));
+                            }
+                            continue;
+                        }
+                    }
+                }
+                st.group = None;
+            }
             if st.idx >= st.chain_end {
                 st.done = true;
                 return Ok(());
@@ -506,6 +526,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                         st.done = true;
                         return Ok(());
                     }
+                    if h.rtype == rtype::DGROUP {
+                        // its blocks follow as records `seq + 1 ..= seq + count` (format.md 8.4)
+                        let count = group_count(self.buf.as_slice().get(REC_HDR..).unwrap_or(&[]))?;
+                        let (payload0, _) = group_extent(loc.off, count, self.log.data_align).ok_or(Error::Corrupt)?;
+                        st.group = Some(GroupCur { seg, table: loc.off, payload0, seq: h.seq, seg_seq, count, next: 0 });
+                    }
                     st.peeked = Some(Peek { h, loc, range });
                     return Ok(());
                 }
@@ -517,6 +543,40 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
             }
         }
+    }
+
+    /// Block `g.next` of the data group `g` as the DATA record it stands for (number `g.seq + 1 +
+    /// g.next`, its aligned location), or `None` when it is not present: its slot does not read
+    /// back or does not match the table's CRC.
+    fn group_block(&mut self, g: &GroupCur) -> Result<Option<(RecHdr, Loc)>> {
+        let at = g.table.saturating_add((REC_HDR + 4) as u32).saturating_add(g.next.saturating_mul(GROUP_ENTRY_SIZE as u32));
+        let mut eb = [0u8; GROUP_ENTRY_SIZE];
+        match self.log.read_bytes(g.seg, at, &mut eb) {
+            Ok(()) => {}
+            Err(Error::Corrupt) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let e = GroupEntry::get(&mut Reader::new(&eb))?;
+        let slot = g.payload0.saturating_add(g.next.saturating_mul(BLOCK_SIZE));
+        let loc = Loc::aligned(g.seg, slot, e.crc);
+        let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
+        tmp.clear();
+        let r = match tmp.try_resize(BLOCK_SIZE as usize, 0) {
+            Ok(()) => match self.log.read_bytes(g.seg, slot, tmp.as_mut_slice()) {
+                Ok(()) => Ok(self.log.check_aligned(tmp.as_slice(), loc).is_ok()),
+                Err(Error::Corrupt) => Ok(false),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        self.buf = tmp;
+        if !r? {
+            return Ok(None);
+        }
+        let seq = g.seq.saturating_add(1).saturating_add(u64::from(g.next));
+        let key = Key::new(e.ino, kind::DATA, e.blk);
+        let h = RecHdr { rtype: rtype::DATA, flags: 0, crc: e.crc, seq, seg_seq: g.seg_seq, key, len: BLOCK_SIZE };
+        Ok(Some((h, loc)))
     }
 
     /// Roll forward: apply the records of every head in global sequence order, starting at the
@@ -587,7 +647,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let h = pk.h;
             expected = expected.saturating_add(1);
             self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
-            if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX || h.rtype == rtype::SEGTAB {
+            if matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB | rtype::DGROUP) {
                 continue;
             }
             if !group.is_empty() && group_stream != i {
@@ -653,7 +713,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                                 m2 = h.seq;
                             }
                         }
-                        if !matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB) {
+                        if !matches!(h.rtype, rtype::PAD | rtype::SEGHDR | rtype::INDEX | rtype::SEGTAB | rtype::DGROUP) {
                             records = records.saturating_add(1);
                         }
                     }
@@ -732,4 +792,22 @@ struct Stream {
     off: u32,
     peeked: Option<Peek>,
     done: bool,
+    /// The data group whose blocks the stream is yielding.
+    group: Option<GroupCur>,
+}
+
+/// A stream's position in a data group (format.md 8.4).
+#[derive(Debug, Clone, Copy, Default)]
+struct GroupCur {
+    seg: u32,
+    /// Offset of the group record.
+    table: u32,
+    /// Offset of its first payload slot.
+    payload0: u32,
+    /// Its sequence number (block `i` is `seq + 1 + i`).
+    seq: u64,
+    seg_seq: u64,
+    count: u32,
+    /// The next block to yield.
+    next: u32,
 }

@@ -450,7 +450,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let lv = &mut live;
             let mut bad = false;
             self.tree.walk(&mut self.log, &mut |l: Loc, _node: bool| match lv.as_mut_slice().get_mut(l.seg as usize) {
-                Some(x) => *x = x.saturating_add(l.len),
+                Some(x) => *x = x.saturating_add(l.bytes()),
                 None => bad = true,
             })?;
             if bad {

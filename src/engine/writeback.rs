@@ -54,7 +54,7 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, rtype, Inode, Key, Loc, Timespec, BLOCK_SIZE, INODE_SIZE, MAX_FILE_SIZE, REC_HDR, S_IFMT, S_IFREG,
+    kind, rtype, Inode, Key, Loc, Timespec, BLOCK_SIZE, GROUP_MAX, HEAD_HOT, INODE_SIZE, MAX_FILE_SIZE, REC_HDR, S_IFMT, S_IFREG,
 };
 use crate::engine::fs::Engine;
 use crate::engine::space::RESERVE_SEGS;
@@ -272,11 +272,15 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.cut_data(ino, i.size, 0)?;
         }
         let mut opened = self.log.opened;
-        for (k, b) in blocks.iter().enumerate() {
-            let key = Key::new(ino, kind::DATA, first_blk.saturating_add(k as u64));
-            self.put_record(crate::engine::format::HEAD_HOT, rtype::DATA, 0, key, b)?;
-            self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(b.len() as u64);
-            if k + 1 == blocks.len() {
+        let mut k = 0usize;
+        while k < blocks.len() {
+            let rest = blocks.get(k..).ok_or(Error::Invalid)?;
+            let n = self.put_blocks(ino, first_blk.saturating_add(k as u64), rest)?;
+            for b in rest.get(..n).ok_or(Error::Invalid)? {
+                self.log.stats.user_bytes = self.log.stats.user_bytes.saturating_add(b.len() as u64);
+            }
+            k = k.saturating_add(n);
+            if k >= blocks.len() {
                 break;
             }
             // a long batch consumes segments: keep the GC reserve and the checkpoint bound
@@ -299,6 +303,29 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         i.mtime = mtime;
         i.ctime = ctime;
         self.write_inode(i, 0)
+    }
+
+    /// Write the first of `blocks` (block `blk` of `ino`) to the hot head and index it: with
+    /// aligned data (format.md section 8), the run of whole blocks it starts as one data group
+    /// (as many as fit in the head's segment); otherwise one DATA record. Returns how many
+    /// blocks were written (at least one).
+    fn put_blocks(&mut self, ino: u64, blk: u64, blocks: &[&[u8]]) -> Result<usize> {
+        let whole = |b: &&[u8]| b.len() == BS as usize;
+        let first = blocks.first().ok_or(Error::Invalid)?;
+        if self.log.data_align == 0 || !whole(first) {
+            self.put_record(HEAD_HOT, rtype::DATA, 0, Key::new(ino, kind::DATA, blk), first)?;
+            return Ok(1);
+        }
+        let mut items: P::Vec<(u64, u64, &[u8])> = P::Vec::new();
+        for (i, b) in blocks.iter().take(GROUP_MAX).take_while(|b| whole(b)).enumerate() {
+            items.try_push((ino, blk.saturating_add(i as u64), b))?;
+        }
+        let mut locs: P::Vec<Loc> = P::Vec::new();
+        let n = self.log.append_group(HEAD_HOT, items.as_slice(), &mut locs)?;
+        for (i, &loc) in locs.as_slice().iter().enumerate() {
+            self.idx_set(Key::new(ino, kind::DATA, blk.saturating_add(i as u64)), loc)?;
+        }
+        Ok(n)
     }
 
     // ------------------------------------------------------------------ xattr probe

@@ -60,7 +60,8 @@ pub(super) fn search(entries: &[Entry], key: &Key) -> core::result::Result<usize
 }
 
 /// Decode a node payload read from flash: its level and entries (all pointing at flash), checked
-/// (at most `MAX_ENTRIES`, level at most `MAX_LEVEL`, keys strictly increasing).
+/// (at most `MAX_ENTRIES`, level at most `MAX_LEVEL`, keys strictly increasing, aligned
+/// locations only for data keys in leaves).
 pub(super) fn decode<P: Platform>(b: &[u8]) -> Result<(u8, P::Vec<Entry>)> {
     let mut entries = P::Vec::new();
     let mut r = Reader::new(b);
@@ -73,6 +74,10 @@ pub(super) fn decode<P: Platform>(b: &[u8]) -> Result<(u8, P::Vec<Entry>)> {
     for _ in 0..count {
         let key = Key::get(&mut r)?;
         let l = Loc::get(&mut r)?;
+        // an aligned payload (format.md 8.3) only ever holds a file's data block
+        if l.is_aligned() && (level != 0 || key.kind != crate::engine::format::kind::DATA) {
+            return Err(Error::Corrupt);
+        }
         if let Some(p) = prev {
             if p >= key {
                 return Err(Error::Corrupt);

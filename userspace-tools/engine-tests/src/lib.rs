@@ -7,7 +7,7 @@ pub mod crashcheck;
 pub mod snapshot;
 
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{Engine, Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, ReadStatus, Timespec};
+use ferrofs_engine::{Engine, Error, Flash, FlashError, FlashKind, FormatOptions, Geometry, PairInfo, Pairing, ReadStatus, Timespec};
 pub use ferrofs_flashsim::{CacheLoss, WriteCache};
 
 /// The engine over [`RamFlash`].
@@ -45,6 +45,8 @@ pub struct RamFlash {
     pub tear: bool,
     /// Number of read operations so far.
     pub reads: u64,
+    /// The last read: (segment, offset, length).
+    pub last_read: (u32, u32, usize),
     /// Read-error injection: the read after this many more reads fails once with
     /// `read_error` (None = no injection planned).
     pub fail_read_in: Option<u64>,
@@ -90,6 +92,7 @@ impl RamFlash {
             writes: 0,
             tear: true,
             reads: 0,
+            last_read: (0, 0, 0),
             fail_read_in: None,
             read_error: FlashError::Uncorrectable,
             read_failed: false,
@@ -234,6 +237,7 @@ impl Flash for RamFlash {
         }
         let r = self.range(seg, offset, buf.len())?;
         self.reads += 1;
+        self.last_read = (seg, offset, buf.len());
         if let Some(n) = self.fail_read_in {
             if n == 0 {
                 self.fail_read_in = None;
@@ -499,10 +503,40 @@ impl Rng {
     }
 }
 
+/// The data alignment the suites format with when `FERROFS_TEST_ALIGNED` is set (to anything
+/// but `0`): aligned data (format.md section 8) on every volume that can hold it, chosen as
+/// `mkfs.ferrofs --data-align` would: 4096 on a block device, the write unit on NAND (at least
+/// 512, at most 4096). NOR never takes the bit (format refuses it), so a NOR volume stays
+/// unaligned; `None` when the variable is unset or `0` (the default volumes).
+pub fn test_data_align(geo: &Geometry) -> Option<u32> {
+    match std::env::var("FERROFS_TEST_ALIGNED") {
+        Ok(v) if v != "0" => {}
+        _ => return None,
+    }
+    Some(match geo.kind {
+        FlashKind::Nor => 0,
+        FlashKind::Block => 4096,
+        _ => geo.write_unit.clamp(512, 4096),
+    })
+}
+
+/// `Engine::format` as the suites call it: `fo` as given, plus the data alignment of
+/// [`test_data_align`] when `FERROFS_TEST_ALIGNED` asks for it and `fo` names none (a test that
+/// sets `data_align` itself keeps its own).
+pub fn mkfs<F: Flash>(flash: F, fo: &FormatOptions, now: Timespec) -> Result<F, (Error, F)> {
+    let mut fo = *fo;
+    if fo.data_align == 0 {
+        if let Some(a) = test_data_align(&flash.geometry()) {
+            fo.data_align = a;
+        }
+    }
+    Engine::<StdPlatform, F>::format(flash, &fo, now)
+}
+
 /// Format a fresh RamFlash and mount it.
 pub fn fresh(segment_size: u32, segments: u32, write_unit: u32) -> Fs {
     let f = RamFlash::new_nand(segment_size, segments, write_unit);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).expect("format");
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).expect("format");
     Fs::mount(f, Default::default()).map_err(|e| e.0).expect("mount")
 }
 

@@ -334,13 +334,13 @@ fn mount_refuses_blank_and_foreign_media_and_bad_geometry() {
     let r = Fs::mount(blank, Default::default());
     assert_eq!(r.err().map(|e| e.0), Some(Error::BadFormat));
     let tiny = RamFlash::new_nand(4096, 64, 2048);
-    let r = Fs::format(tiny, &Default::default(), ts(0));
+    let r = mkfs(tiny, &Default::default(), ts(0));
     assert_eq!(r.err().map(|e| e.0), Some(Error::Invalid));
     let few = RamFlash::new_nand(64 * 1024, 8, 2048);
-    assert_eq!(Fs::format(few, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::Invalid));
+    assert_eq!(mkfs(few, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::Invalid));
     // a medium formatted with another geometry is refused
     let f = RamFlash::new_nand(64 * 1024, 64, 2048);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut other = RamFlash::new_nand(64 * 1024, 64, 512);
     let raw = f.raw().to_vec();
     for (i, b) in raw.iter().enumerate().take(64 * 1024 * 4) {
@@ -359,9 +359,9 @@ fn mount_refuses_blank_and_foreign_media_and_bad_geometry() {
 fn mlc_nand_is_refused() {
     use ferrofs_engine::{FlashKind, MountOptions};
     let mlc = RamFlash::with_kind(FlashKind::MlcNand, 64 * 1024, 64, 2048);
-    assert_eq!(Fs::format(mlc, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported));
+    assert_eq!(mkfs(mlc, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported));
     let f = RamFlash::new_nand(64 * 1024, 64, 2048);
-    let mut f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     f.set_kind(FlashKind::MlcNand);
     let (e, f) = Fs::mount(f, Default::default()).err().expect("MLC mount accepted");
     assert_eq!(e, Error::NotSupported);

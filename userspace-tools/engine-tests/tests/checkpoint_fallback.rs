@@ -27,7 +27,7 @@ fn every_page_of_the_newest_checkpoint_metadata() {
 fn run(segment_size: u32, segments: u32) {
     let wu = 512u32;
     let f = RamFlash::new_nand(segment_size, segments, wu);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     // wear every segment once, so that allocation after N has no never-used segment to
     // prefer over the ones that died before N
@@ -151,7 +151,7 @@ fn a_lost_checkpoint_area_never_chains_into_the_stale_log() {
     for variant in 0..6u64 {
         runs += 1;
         let f = RamFlash::new_nand(16 * 1024, 96, 512);
-        let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         // area A holds the format's checkpoint; every later one goes to area B (fewer than
         // its slots are written)
         let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
@@ -237,7 +237,7 @@ fn area_of(f: &RamFlash, seg: u32) -> Vec<u32> {
 #[test]
 fn a_checkpoint_at_the_end_of_the_sequence_space_is_not_valid() {
     let f = RamFlash::new_nand(32 * 1024, 48, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let a = fs.create(ROOT_INO, b"a", &reg(), ts(1)).unwrap();
     fs.write(a.ino, 0, b"before", ts(1)).unwrap();

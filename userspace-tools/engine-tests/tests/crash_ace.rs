@@ -442,7 +442,7 @@ fn reg(perm: u32) -> CreateArgs {
 
 /// The tree every workload starts from, on `f`.
 fn template_on(f: RamFlash) -> RamFlash {
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let a = fs.create(ROOT_INO, b"A", &reg(0o644), ts(1)).unwrap().ino;
     let content: Vec<u8> = (0..10000u32).map(|i| (i % 251) as u8 + 1).collect();

@@ -405,7 +405,7 @@ fn template_mlc(scheme: PairingScheme) -> RamFlash {
 }
 
 fn template_on(f: RamFlash) -> RamFlash {
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let g = fs.create(ROOT_INO, b"base", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
     fs.write(g.ino, 0, &[0x5a; 6000], ts(1)).unwrap();
@@ -820,7 +820,7 @@ fn template_full() -> (RamFlash, usize) {
 /// A device filled with files of `chunks` writes of `chunk` bytes each, until refused.
 fn template_full_with(chunk: usize, chunks: u64) -> (RamFlash, usize) {
     let f = RamFlash::new_nand(32 * 1024, 40, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut n = 0usize;
     'fill: loop {

@@ -36,7 +36,7 @@ fn dirty_fill_to_90_percent_completes_with_bounded_amplification() {
     // 32 MiB: 256 erase blocks of 64 x 2 KiB pages
     let cfg = NandConfig { seed: 3, ..NandConfig::with_layout(2048, 64, 256) };
     let sim = NandSim::new(cfg).unwrap();
-    let sim = Fs::format(sim, &FormatOptions::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let sim = ferrofs_engine_tests::mkfs(sim, &FormatOptions::default(), ts(0)).map_err(|e| e.0).unwrap();
     let opts = MountOptions { cache_nodes: 32, ..Default::default() };
     let mut fs = Fs::mount(sim, opts).map_err(|e| e.0).unwrap();
     let args = CreateArgs { mode: S_IFREG | 0o644, ..Default::default() };

@@ -7,7 +7,7 @@ use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, Flash, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::crashload::*;
 use ferrofs_engine_tests::snapshot::snapshot;
-use ferrofs_engine_tests::{ts, Rng};
+use ferrofs_engine_tests::{mkfs, ts, Rng};
 use ferrofs_flashsim::{BlockConfig, BlockSim, CutEffect, CutPlan, DiscardMode, NandConfig, NandSim, TornFill};
 
 type E<F> = Engine<StdPlatform, F>;
@@ -54,7 +54,7 @@ impl Sim for BlockSim {
 }
 
 fn prepare<F: Sim>(f: F) -> F {
-    let f = E::<F>::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(1);
     for i in 0..4 {

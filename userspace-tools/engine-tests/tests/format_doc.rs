@@ -69,7 +69,7 @@ fn independent_reader_follows_the_document() {
     let serial = 0x1234_5678_9abc_def0u64;
     let f = RamFlash::new_nand(32 * 1024, 64, 512);
     let fo = FormatOptions { serial, ..Default::default() };
-    let f = Fs::format(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     let d = fs.mkdir(ROOT_INO, b"dir", 0o750, 7, 8, ts(1)).unwrap();
     let file = fs.create(d.ino, b"hello.txt", &CreateArgs { mode: S_IFREG | 0o640, uid: 1, gid: 2, rdev: 0 }, ts(2)).unwrap();

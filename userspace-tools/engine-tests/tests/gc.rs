@@ -10,7 +10,7 @@ fn reg() -> CreateArgs {
 
 fn small_fs(segs: u32) -> Fs {
     let f = RamFlash::new_nand(32 * 1024, segs, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     Fs::mount(f, MountOptions { cache_nodes: 32, ..Default::default() }).map_err(|e| e.0).unwrap()
 }
 
@@ -118,7 +118,7 @@ fn fill_to_enospc_then_delete_and_keep_writing() {
 #[test]
 fn wear_levelling_spreads_erases() {
     let f = RamFlash::new_nand(32 * 1024, 64, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, wear_threshold: 8, ..Default::default() }).map_err(|e| e.0).unwrap();
     // static data occupying part of the device
     let cold = fs.create(ROOT_INO, b"cold", &reg(), ts(1)).unwrap();
@@ -153,7 +153,7 @@ fn factory_bad_blocks_and_failed_erase() {
     f.set_bad(3);
     f.set_bad(20);
     f.set_bad(21);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     // make some erases fail
     for s in [30, 31, 40] {
@@ -200,7 +200,7 @@ fn corrected_reads_schedule_scrub() {
 fn gc_of_large_segments_with_small_cache() {
     // 1 MiB segments (a block device's allocation units), 256 records per segment, 16-node cache
     let f = RamFlash::with_kind(ferrofs_engine::FlashKind::Block, 1 << 20, 24, 4096);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let opts = MountOptions { cache_nodes: 16, ..Default::default() };
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(21);
@@ -243,7 +243,7 @@ fn gc_of_large_segments_with_small_cache() {
 fn enospc_with_a_segment_table_spanning_segments() {
     // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments
     let f = RamFlash::new_nand(16 * 1024, 2048, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let opts = MountOptions { cache_nodes: 64, ..Default::default() };
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let chunk = vec![0xA5u8; 256 * 1024];

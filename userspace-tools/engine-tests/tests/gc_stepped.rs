@@ -21,7 +21,7 @@ fn reg() -> CreateArgs {
 /// unmounted image, the inode numbers and the files' contents.
 fn churned_image(seed: u64) -> (RamFlash, Vec<u64>, Vec<Vec<u8>>) {
     let f = RamFlash::new_nand(32 * 1024, 64, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(seed);
     let mut model = vec![vec![0u8; FSIZE]; NFILES];

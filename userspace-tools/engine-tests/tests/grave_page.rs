@@ -7,7 +7,7 @@
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, MountOptions, ROOT_INO};
-use ferrofs_engine_tests::{ts, Rng};
+use ferrofs_engine_tests::{mkfs, ts, Rng};
 use ferrofs_flashsim::{NandConfig, NandSim};
 
 type E = Engine<StdPlatform, NandSim>;
@@ -25,7 +25,7 @@ fn read_ok(fs: &mut E, ino: u64, want: &[u8]) -> Result<bool, Error> {
 #[test]
 fn grave_page_does_not_stop_writes() {
     let sim = NandSim::new(NandConfig { seed: 3, preferred_write: 512, ..NandConfig::with_layout(512, 64, 48) }).unwrap();
-    let f = E::format(sim, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(sim, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = E::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(1);
     let mut files = Vec::new();

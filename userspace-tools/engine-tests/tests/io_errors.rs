@@ -6,7 +6,7 @@
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, Geometry, MountOptions, ReadStatus, ROOT_INO};
-use ferrofs_engine_tests::{ts, RamFlash, Rng};
+use ferrofs_engine_tests::{mkfs, ts, RamFlash, Rng};
 
 /// A `RamFlash` whose writes or erases return `FlashError::Io` on demand, counting `mark_bad`.
 struct Flaky {
@@ -89,7 +89,7 @@ fn opts() -> MountOptions {
 }
 
 fn fresh() -> E {
-    let f = E::format(Flaky::new(), &Default::default(), ts(0)).map_err(|e| e.0).expect("format");
+    let f = mkfs(Flaky::new(), &Default::default(), ts(0)).map_err(|e| e.0).expect("format");
     E::mount(f, opts()).map_err(|e| e.0).expect("mount")
 }
 

@@ -7,7 +7,7 @@
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, Flash, MountOptions, ROOT_INO};
-use ferrofs_engine_tests::{ts, RamFlash, Rng};
+use ferrofs_engine_tests::{mkfs, ts, RamFlash, Rng};
 use ferrofs_flashsim::{CutEffect, CutPlan, NandConfig, NandSim, TornFill};
 
 type E<F> = Engine<StdPlatform, F>;
@@ -25,7 +25,7 @@ fn data(seed: u64, len: usize) -> Vec<u8> {
 /// Format, add a base file, unmount; then mount and write three files, each fsync'd (A, B, C),
 /// and crash. Returns the flash and the pages (segment, offset) programmed after the mount.
 fn workload<F: Flash + Clone>(f: F, programmed: impl Fn(&F) -> Vec<(u32, u32)>) -> (F, Vec<(u32, u32)>) {
-    let f = E::<F>::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = E::<F>::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     let b = fs.create(ROOT_INO, b"base", &reg(), ts(1)).unwrap();
     fs.write(b.ino, 0, &data(9, 10_000), ts(1)).unwrap();
@@ -139,7 +139,7 @@ fn torn_tail_mounts_silently() {
     for fill in [TornFill::Unwritten, TornFill::Random] {
         for n in 1..80 {
             let nand = NandSim::new(NandConfig { seed: n, ..NandConfig::new(64) }).unwrap();
-            let f = E::<NandSim>::format(nand, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+            let f = mkfs(nand, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
             let mut fs = E::<NandSim>::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
             fs.flash().cut_after_with(n, CutPlan { effect: CutEffect::Torn, fill, ..CutPlan::default() });
             let mut synced = 0usize;

@@ -7,7 +7,7 @@
 use ferrofs_engine::format::{Superblock, S_IFREG, SB_FULL_SIZE};
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Flash, MountOptions, ReadStatus, ROOT_INO};
-use ferrofs_engine_tests::{ts, RamFlash};
+use ferrofs_engine_tests::{mkfs, ts, RamFlash};
 use ferrofs_flashsim::{CutEffect, CutPlan, NandConfig, NandSim};
 
 type E<F> = Engine<StdPlatform, F>;
@@ -18,7 +18,7 @@ fn reg() -> CreateArgs {
 
 fn populated_nand() -> NandSim {
     let n = NandSim::new(NandConfig::new(64)).unwrap();
-    let f = E::<NandSim>::format(n, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(n, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = E::<NandSim>::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     for i in 0..20 {
         let x = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
@@ -107,7 +107,7 @@ fn two_weak_copies_take_two_mounts() {
 fn a_damaged_superblock_copy_is_rewritten() {
     for copy in 0..2 {
         let f = RamFlash::new_nand(32 * 1024, 48, 512);
-        let f = E::<RamFlash>::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         let mut f = f;
         let sb = superblock(&mut f);
         f.flip(sb.sb_segs[copy], 100, 0x04);

@@ -83,11 +83,11 @@ fn read_f<F: Flash>(fs: &mut Engine<StdPlatform, F>) -> Result<Vec<u8>, Error> {
 #[test]
 fn mlc_needs_a_usable_pairing() {
     let bare = RamFlash::with_kind(FlashKind::MlcNand, 64 * 1024, 64, 2048);
-    assert_eq!(Fs::format(bare, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported));
+    assert_eq!(mkfs(bare, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported));
     for groups in [0, 1] {
         let f = RamFlash::new_mlc(64 * 1024, 64, 2048, Pairing { groups, ..DIST3 });
-        assert_eq!(Fs::format(f, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported), "{groups} groups");
-        let mut f = Fs::format(RamFlash::new_mlc(64 * 1024, 64, 2048, DIST3), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        assert_eq!(mkfs(f, &Default::default(), ts(0)).err().map(|e| e.0), Some(Error::NotSupported), "{groups} groups");
+        let mut f = mkfs(RamFlash::new_mlc(64 * 1024, 64, 2048, DIST3), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         f.reported = Some(Pairing { groups, ..DIST3 });
         for ro in [false, true] {
             let (e, back) = Fs::mount(f, MountOptions { read_only: ro, ..Default::default() }).err().expect("mount with a broken pairing");
@@ -96,7 +96,7 @@ fn mlc_needs_a_usable_pairing() {
         }
     }
     for p in [DIST3, ADJACENT] {
-        let f = Fs::format(RamFlash::new_mlc(64 * 1024, 64, 2048, p), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        let f = mkfs(RamFlash::new_mlc(64 * 1024, 64, 2048, p), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         let mut fs = Fs::mount(f, Default::default()).map_err(|e| e.0).unwrap();
         let want = fill(&mut fs, 5);
         assert!(fs.stats().pair_pad_bytes > 0, "{p:?}: no pair padding");
@@ -111,7 +111,7 @@ fn mlc_needs_a_usable_pairing() {
         assert_eq!(fs.stats().pair_pad_bytes, 0);
     }
     // formatted for SLC: the checkpoint slots are too close together for paired pages
-    let mut f = Fs::format(RamFlash::new_nand(64 * 1024, 64, 2048), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut f = mkfs(RamFlash::new_nand(64 * 1024, 64, 2048), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     f.set_kind(FlashKind::MlcNand);
     f.reported = Some(DIST3);
     for ro in [false, true] {
@@ -131,7 +131,7 @@ fn fsync_padding_cost_dist3_4k_pages() {
     for (label, mlc, open) in [("SLC, 3 heads", false, None), ("MLC dist3, 3 heads", true, None), ("SLC, 1 head", false, Some(2)), ("MLC dist3, 1 head", true, Some(2))] {
         let f = if mlc { RamFlash::new_mlc(512 * 1024, 48, 4096, DIST3) } else { RamFlash::new_nand(512 * 1024, 48, 4096) };
         let fo = ferrofs_engine::FormatOptions { open_segments: open, ..Default::default() };
-        let f = Fs::format(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
+        let f = mkfs(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
         let mut fs = Fs::mount(f, MountOptions { checkpoint_log_bytes: u64::MAX, ..Default::default() }).map_err(|e| e.0).unwrap();
         let ino = fs.create(ROOT_INO, b"f", &reg(), ts(1)).unwrap().ino;
         fs.fsync(ino).unwrap();
@@ -263,7 +263,7 @@ fn misreported_pairing_loses_fsynced_data() {
     for (name, reported) in [("dist3 reported", DIST3), ("adjacent reported", ADJACENT)] {
         let mut f = RamFlash::new_mlc(32 * 1024, 40, 512, DIST3);
         f.reported = Some(reported);
-        let tpl = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        let tpl = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         let l = cut_each_point(&tpl, 12);
         println!("RamFlash, dist3 cells, {name}: {l:?}");
         eprintln!("RamFlash, dist3 cells, {name}: {l:?}");
@@ -277,7 +277,7 @@ fn misreported_pairing_loses_fsynced_data() {
     for (name, reported) in [("dist3 reported", DIST3), ("adjacent reported", ADJACENT)] {
         let cfg = NandConfig { kind: FlashKind::MlcNand, pairing: Some(DIST3), seed: 7, ..NandConfig::with_layout(512, 64, 40) };
         let sim = NandSim::new(cfg).unwrap();
-        let sim = Engine::<StdPlatform, NandSim>::format(sim, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+        let sim = mkfs(sim, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
         let tpl = MisreportingSim { sim, reported };
         let l = cut_each_point(&tpl, 12);
         println!("NandSim, dist3 cells, {name}: {l:?}");

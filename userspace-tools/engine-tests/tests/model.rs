@@ -68,7 +68,7 @@ fn verify(fs: &mut Fs, m: &Model) {
 fn run(seed: u64, steps: usize) {
     let mut rng = Rng::new(seed);
     let f = RamFlash::new_nand(32 * 1024, 160, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = mount(f);
     let mut m = Model::default();
     m.dirs.insert(String::new(), BTreeMap::new());

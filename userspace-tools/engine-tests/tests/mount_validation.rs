@@ -4,25 +4,27 @@
 
 use std::time::{Duration, Instant};
 
-use ferrofs_engine::format::{Superblock, SB_SIZE};
+use ferrofs_engine::format::{Superblock, SB_FULL_SIZE};
 use ferrofs_engine::{Error, MountOptions};
-use ferrofs_engine_tests::{ts, Fs, RamFlash};
+use ferrofs_engine_tests::{mkfs, ts, Fs, RamFlash};
 
 const SEG: u32 = 32 * 1024;
 
 fn image() -> RamFlash {
     let f = RamFlash::new_nand(SEG, 48, 512);
-    Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap()
+    mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap()
 }
 
+/// The superblock with its extensions (the aligned-data one too, on `FERROFS_TEST_ALIGNED` volumes).
 fn read_sb(f: &RamFlash, seg: u32) -> Superblock {
-    let b = &f.raw()[(seg * SEG) as usize..(seg * SEG) as usize + SB_SIZE];
+    let b = &f.raw()[(seg * SEG) as usize..(seg * SEG) as usize + SB_FULL_SIZE];
     Superblock::decode(b).unwrap()
 }
 
-/// Overwrite both superblock copies with `sb` (CRC recomputed).
+/// Overwrite both superblock copies with `sb` (CRCs recomputed; the bytes of an extension `sb`
+/// does not have stay as they are).
 fn forge(f: &mut RamFlash, sb: &Superblock) {
-    let mut b = vec![0u8; SB_SIZE];
+    let mut b = f.raw()[..SB_FULL_SIZE].to_vec();
     sb.encode(&mut b).unwrap();
     for seg in [0u32, 1] {
         for (i, &nb) in b.iter().enumerate() {

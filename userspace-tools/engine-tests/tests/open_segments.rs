@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use ferrofs_engine::format::{Superblock, FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, SB_FULL_SIZE, SB_SIZE, S_IFREG};
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, FlashKind, FormatOptions, MountOptions, ROOT_INO};
-use ferrofs_engine_tests::{ts, Fs, RamFlash, Rng};
+use ferrofs_engine_tests::{mkfs, ts, Fs, RamFlash, Rng};
 use ferrofs_flashsim::{BlockConfig, BlockSim, CutEffect, CutPlan, DiscardMode, OpKind, TornFill};
 
 type E = Engine<StdPlatform, BlockSim>;
@@ -42,7 +42,7 @@ fn sim_with(open_au: u32, seed: u64, seg: u32, count: u32, discard: DiscardMode)
 }
 
 fn format(s: BlockSim, limit: Option<u32>) -> BlockSim {
-    E::format(s, &FormatOptions { serial: 0x0a5e_9e65, open_segments: limit, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap()
+    mkfs(s, &FormatOptions { serial: 0x0a5e_9e65, open_segments: limit, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap()
 }
 
 /// Both counts of open segments are within `n`, and the device refused nothing.
@@ -311,7 +311,7 @@ fn without_a_limit_more_segments_are_open() {
 #[test]
 fn a_limit_of_one_or_above_the_maximum_is_refused_at_format() {
     for (n, want) in [(1u32, Error::NotSupported), (65, Error::Invalid), (u32::MAX, Error::Invalid)] {
-        let r = E::format(sim(2, 1), &FormatOptions { open_segments: Some(n), ..Default::default() }, ts(0));
+        let r = mkfs(sim(2, 1), &FormatOptions { open_segments: Some(n), ..Default::default() }, ts(0));
         assert_eq!(r.map(|_| ()).map_err(|e| e.0), Err(want), "open_segments {n}");
     }
 }
@@ -368,7 +368,7 @@ const SEG: u32 = 64 * 1024;
 
 fn ram_block(limit: Option<u32>) -> RamFlash {
     let f = RamFlash::with_kind(FlashKind::Block, SEG, 48, 4096);
-    Fs::format(f, &FormatOptions { open_segments: limit, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap()
+    mkfs(f, &FormatOptions { open_segments: limit, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap()
 }
 
 fn read_sb(f: &RamFlash, seg: u32) -> Result<Superblock, Error> {
@@ -415,7 +415,7 @@ fn the_limit_is_in_the_superblock_and_old_images_mount_without_one() {
     let fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.open_segment_limit(), (0, 3));
     // the MTD default is no limit
-    let f = Fs::format(RamFlash::new_nand(32 * 1024, 48, 512), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(RamFlash::new_nand(32 * 1024, 48, 512), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.open_segment_limit(), (0, 3));
 }
@@ -453,7 +453,7 @@ fn the_ftl_page_is_in_the_superblock() {
     assert_ne!(sb.compat & FEATURE_COMPAT_FTL_PAGE, 0);
     assert_eq!(sb.ftl_page, 8192, "RamFlash's preferred write is 2 write units");
     assert_eq!(read_sb(&f, 0).unwrap(), sb, "both copies agree");
-    let nand = Fs::format(RamFlash::new_nand(32 * 1024, 48, 512), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let nand = mkfs(RamFlash::new_nand(32 * 1024, 48, 512), &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let nsb = Superblock::decode(&nand.raw()[..SB_FULL_SIZE]).unwrap();
     assert_eq!((nsb.compat & FEATURE_COMPAT_FTL_PAGE, nsb.ftl_page), (0, 0));
     for v in [0u32, 4096 + 512, 3 * 4096, 2 * SEG] {
@@ -476,7 +476,7 @@ fn the_ftl_page_is_in_the_superblock() {
 #[test]
 fn limits_work_on_nand_too() {
     // MTD: heads merge the same way; a closed segment's tail stays unwritten (NAND cares not)
-    let f = Fs::format(RamFlash::new_nand(32 * 1024, 64, 512), &FormatOptions { open_segments: Some(2), ..Default::default() }, ts(0))
+    let f = mkfs(RamFlash::new_nand(32 * 1024, 64, 512), &FormatOptions { open_segments: Some(2), ..Default::default() }, ts(0))
         .map_err(|e| e.0)
         .unwrap();
     let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, ..Default::default() }).map_err(|e| e.0).unwrap();

@@ -10,7 +10,7 @@ use ferrofs_engine_tests::*;
 #[ignore]
 fn perf_figures() {
     let f = RamFlash::new_nand(128 * 1024, 2048, 2048);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     let t = Instant::now();
     let a = fs.create(ROOT_INO, b"seq", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
@@ -52,7 +52,7 @@ fn perf_figures() {
 #[ignore]
 fn perf_write_amplification_when_full() {
     let f = RamFlash::new_nand(128 * 1024, 512, 2048); // 64 MiB
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
     let cap = fs.statfs().blocks * 4096;
     for (pct, label) in [(50u64, "50%"), (75, "75%")] {

@@ -16,7 +16,7 @@ fn opts() -> MountOptions {
 
 fn template(kind: FlashKind) -> RamFlash {
     let f = RamFlash::with_kind(kind, 32 * 1024, 48, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     // fill with some pre-existing data so GC and replay have work
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(1);

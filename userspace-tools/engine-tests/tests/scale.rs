@@ -10,7 +10,7 @@ fn index_cache_is_bounded_and_mount_replays_only_recent_log() {
     let cap = 32;
     let opts = MountOptions { cache_nodes: cap, ..Default::default() };
     let f = RamFlash::new_nand(128 * 1024, 256, 2048); // 32 MiB
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let d = fs.mkdir(ROOT_INO, b"many", 0o755, 0, 0, ts(1)).unwrap();
     let mut max_cached = 0;
@@ -62,7 +62,7 @@ fn index_cache_is_bounded_and_mount_replays_only_recent_log() {
 fn log_since_checkpoint_is_bounded() {
     let opts = MountOptions { checkpoint_log_bytes: 256 * 1024, ..Default::default() };
     let f = RamFlash::new_nand(64 * 1024, 128, 2048);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let a = fs.create(ROOT_INO, b"hot", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
     let block = [9u8; 4096];

@@ -60,7 +60,7 @@ fn seek_data_and_hole() {
 fn serial_is_the_volume_serial() {
     let f = RamFlash::new_nand(32 * 1024, 64, 512);
     let fo = FormatOptions { serial: 0x1234_5678_9abc_def0, ..Default::default() };
-    let f = Fs::format(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
     let fs = Fs::mount(f, Default::default()).map_err(|e| e.0).unwrap();
     assert_eq!(fs.serial(), 0x1234_5678_9abc_def0);
     let fs = remount(fs);

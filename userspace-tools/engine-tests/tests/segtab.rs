@@ -32,7 +32,7 @@ fn reg() -> CreateArgs {
 /// (seed `seed`), unsynced: the filesystem and the files' inode numbers.
 fn spread(files: u32, size: usize, seed: u64) -> (Fs, Vec<u64>) {
     let f = RamFlash::new_nand(SEG_SIZE as u32, SEGMENTS, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(seed);
     let mut inos = Vec::new();
@@ -119,7 +119,7 @@ fn a_checkpoint_writes_only_the_chunks_it_needs() {
 #[test]
 fn counters_and_chunks_through_gc_churn() {
     let f = RamFlash::new_nand(16 * 1024, 600, 512);
-    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, MountOptions { cache_nodes: 32, ..Default::default() }).map_err(|e| e.0).unwrap();
     let mut rng = Rng::new(11);
     let f1 = fs.create(ROOT_INO, b"churn", &reg(), ts(1)).unwrap();

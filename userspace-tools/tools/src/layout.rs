@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use ferrofs_engine::codec::Reader;
 use ferrofs_engine::crc::crc32c;
 use ferrofs_engine::format::{
-    get_seginfo, rtype, CpHeader, Inode, Key, Loc, RecHdr, SegInfo, Superblock, CP_HDR_SIZE, CP_MAGIC, MAX_CP_SEGS,
+    get_seginfo, group_count, group_entry, group_extent, rtype, CpHeader, Inode, Key, Loc, RecHdr, SegInfo, Superblock, CP_HDR_SIZE, CP_MAGIC, MAX_CP_SEGS,
     NO_SEG, REC_HDR, SB_FULL_SIZE, SB_MAGIC, SEGINFO_SIZE,
 };
 use ferrofs_engine::{Error, Flash};
@@ -378,6 +378,7 @@ pub fn rtype_name(t: u8) -> &'static str {
         rtype::DELETE => "DELETE",
         rtype::INDEX => "INDEX",
         RTYPE_SEGTAB => "SEGTAB",
+        rtype::DGROUP => "DGROUP",
         _ => "UNKNOWN",
     }
 }
@@ -468,8 +469,19 @@ pub fn scan_segment(f: &mut dyn Flash, sb: &Superblock, seg: u32) -> Result<SegS
                 out.seghdr = Some((hd, p, n));
             }
         }
+        // a data group's extent runs to the end of its last payload slot (format.md 8.2): the
+        // next record starts there, and nothing in the payload is read as a header
+        let walk = if h.rtype == rtype::DGROUP {
+            let n = group_count(payload).map_err(|_| ()).and_then(|n| group_extent(start, n, sb.data_align).ok_or(()));
+            match n {
+                Ok((_, end)) if sb.data_align != 0 && end <= sb.segment_size => end - start,
+                _ => break,
+            }
+        } else {
+            total as u32
+        };
         out.records.push(Rec { hdr: h, loc: Loc { seg, off: start, len: total as u32 }, payload: payload.to_vec() });
-        pos = start.saturating_add(total as u32);
+        pos = start.saturating_add(walk);
         out.end = pos;
     }
     Ok(out)
@@ -595,6 +607,16 @@ pub fn describe_payload(h: &RecHdr, p: &[u8]) -> String {
             _ => "truncated".into(),
         },
         rtype::PAD => format!("{} bytes", p.len()),
+        rtype::DGROUP => match group_count(p) {
+            Ok(n) => {
+                let blocks: Vec<String> = (0..n)
+                    .filter_map(|i| group_entry(p, i).ok())
+                    .map(|e| format!("{}:{} crc {:08x}", e.ino, e.blk, e.crc))
+                    .collect();
+                format!("{n} aligned blocks: {}", blocks.join(", "))
+            }
+            Err(_) => "bad table".into(),
+        },
         RTYPE_SEGTAB => match (r.u32(), r.u16()) {
             (Ok(a), Ok(c)) => format!("segment table entries {a}..{}", u64::from(a) + u64::from(c)),
             _ => "truncated".into(),

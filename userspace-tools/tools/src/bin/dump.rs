@@ -143,6 +143,9 @@ fn show_superblock(o: &mut dyn Write, dev: &mut Dev, sb_seg: u32, sb: &Superbloc
     } else {
         out!(o, "  open_segments   no limit (three log heads)");
     }
+    if sb.incompat & ferrofs_engine::format::FEATURE_INCOMPAT_ALIGNED_DATA != 0 {
+        out!(o, "  data_align      {} (whole blocks are aligned payloads after data group records)", sb.data_align);
+    }
     if sb.compat & ferrofs_engine::format::FEATURE_COMPAT_FTL_PAGE != 0 {
         out!(o, "  ftl_page        {} ({}: the block device's preferred write size)", sb.ftl_page, human(u64::from(sb.ftl_page)));
     }

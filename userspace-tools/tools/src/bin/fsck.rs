@@ -121,6 +121,9 @@ fn describe_problem(p: &FsckProblem) -> String {
         FsckProblem::BadRecord(k) => {
             format!("the record indexed for key {} is unreadable, fails its CRC or holds another key", key_str(k))
         }
+        FsckProblem::Ungrouped(k) => {
+            format!("the aligned block indexed for key {} lies in no data group's slot that names it", key_str(k))
+        }
         FsckProblem::SegmentUsage { seg, table, computed } => {
             if *table == u32::MAX {
                 format!("segment {seg} is marked free but the index has {computed} live bytes in it")

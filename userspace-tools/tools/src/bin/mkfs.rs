@@ -7,7 +7,7 @@ use clap::Parser;
 use ferrofs_engine::space::RESERVE_SEGS;
 use ferrofs_engine::{Error, FlashKind, FormatOptions, Geometry, ROOT_INO};
 use ferrofs_flashsim::{BlockDevice, BlockDeviceOptions, Flash, ImageFlash, MtdDevice, SimFile};
-use ferrofs_engine::format::{OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN};
+use ferrofs_engine::format::{DATA_ALIGN_MAX, DATA_ALIGN_MIN, OPEN_SEGMENTS_MAX, OPEN_SEGMENTS_MIN};
 use ferrofs_tools::dev::{mounted_at, path_kind, Dev, PathKind};
 use ferrofs_tools::devhints::{defaults_from, sysfs_hints, Choice, MAX_SEGMENT, MIN_SEGMENT};
 use ferrofs_tools::probe::{probe, DirectDevice, ProbeOptions, ProbeReport, ProbeTarget};
@@ -75,6 +75,13 @@ struct Cli {
     /// 0: no limit (the default on raw flash).
     #[arg(long, value_name = "N")]
     open_segments: Option<u32>,
+
+    /// EXPERIMENTAL (issue 13, format.md section 8, not finished): write whole 4 KiB blocks as
+    /// aligned payloads at multiples of BYTES (a power of two, 512..4096, dividing the segment;
+    /// 4096 on a block device, the page size on NAND). Sets incompat feature bit 1: engines
+    /// before it refuse the filesystem. 0 (the default): none.
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    data_align: Option<u64>,
 
     /// The page pairing of an MLC NAND MTD device (MTD does not report it to userspace):
     /// dist3 (Linux's dist3 scheme) or adjacent. Required for MLC, refused for anything else.
@@ -543,7 +550,19 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         }
         None => open_segments,
     };
-    let fo = FormatOptions { serial, open_segments, ..FormatOptions::default() };
+    let data_align = to_u32(cli.data_align.unwrap_or(0), "--data-align")?;
+    if data_align != 0
+        && (!data_align.is_power_of_two()
+            || !(DATA_ALIGN_MIN..=DATA_ALIGN_MAX).contains(&data_align)
+            || !geo.segment_size.is_multiple_of(data_align)
+            || geo.kind == FlashKind::Nor)
+    {
+        return Err(ToolError::usage(format!(
+            "--data-align {data_align}: want a power of two from {DATA_ALIGN_MIN} to {DATA_ALIGN_MAX} that divides the segment size {}, not on NOR",
+            geo.segment_size
+        )));
+    }
+    let fo = FormatOptions { serial, open_segments, data_align, ..FormatOptions::default() };
     let dev = Fs::format(t.dev, &fo, now()).map_err(|(e, _)| match e {
         Error::Invalid => ToolError::fail(format!(
             "geometry does not fit ferrofs ({} segments of {} bytes, write unit {}): the checkpoint with the \
