@@ -6,7 +6,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{rtype, segstate, CpExt, CpHeader, Loc, CP_HDR_SIZE, HEAD_COLD, HEAD_META};
-use crate::engine::log::Scan;
+use crate::engine::log::{Scan, ScanWindow};
 use crate::engine::fs::Engine;
 use crate::engine::log::{SEG_DEAD_CP, SEG_PINNED, SEG_RETIRE};
 use crate::engine::platform::{FallibleVec, Platform};
@@ -19,8 +19,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         self.in_checkpoint = true;
+        let before = self.log.stats.programmed_bytes;
         let r = self.checkpoint_inner();
         self.in_checkpoint = false;
+        self.cp_bytes = self.cp_bytes.saturating_add(self.log.stats.programmed_bytes.saturating_sub(before));
         r
     }
 
@@ -343,8 +345,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // where the head left the segment before (its next record must not have fitted there)
         let mut left_at: Option<u32> = None;
         let mut segs = 0u32;
+        let mut win = ScanWindow::new();
         loop {
-            match self.log.scan_at(seg, off, seq, tmp)? {
+            match self.log.scan_in(seg, off, seq, tmp, &mut win)? {
                 Scan::Rec(h, l) => {
                     if let Some(end) = left_at.take().filter(|_| h.rtype != rtype::SEGHDR) {
                         let pos = crate::engine::log::Log::<P, F>::align_pos(self.sb.write_unit, end);

@@ -673,6 +673,12 @@ pub struct Stats {
     /// Bytes of MLC pair padding programmed since the mount (RAM only): the pages durability
     /// points add on MLC NAND so that no later program shares cells with durable records.
     pub pair_pad_bytes: u64,
+    /// Bytes of index-node records (header included) appended since the mount (RAM only).
+    pub index_bytes: u64,
+    /// Bytes of SEGTAB records (header included) appended since the mount (RAM only).
+    pub segtab_bytes: u64,
+    /// Bytes of inode records (header included) appended since the mount (RAM only).
+    pub inode_bytes: u64,
 }
 
 /// Sequence numbers stay below this (2^62, far beyond any log: 146 000 years at a million
@@ -839,6 +845,9 @@ impl CpHeader {
             max_open_segments: 0,
             pair_pad_bytes: 0,
             open_segments: 0,
+            index_bytes: 0,
+            segtab_bytes: 0,
+            inode_bytes: 0,
         };
         let seg_count = r.u32()?;
         Ok((

@@ -15,8 +15,13 @@ pub const GC_BATCH: u32 = 4;
 /// The foreground GC refuses victims more than this percentage live.
 pub const GC_MAX_LIVE: u32 = 90;
 
-/// Cleaning ahead of need (free segments above the need) takes victims at most this live.
+/// Cleaning ahead of need (free segments above the need) takes victims at most this live, or
+/// up to `AHEAD_BELOW_AVERAGE` points below the log's average when that is higher.
 pub const GC_AHEAD_MAX_LIVE: u32 = 75;
+
+/// Ahead of need, a victim this many percentage points emptier than the log's average is
+/// worth moving even above `GC_AHEAD_MAX_LIVE`.
+pub const AHEAD_BELOW_AVERAGE: u32 = 5;
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Make sure at least `min_free` segments are free, running the GC if needed.
@@ -46,19 +51,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let need = free < min_free;
             let pending = self.pending_free();
             if pending > 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
-                self.checkpoint()?;
+                self.checkpoint_to_free()?;
                 worked = true;
                 continue;
             }
-            // Ahead of need, only victims that pay for their move (at most 3/4 live): on a
-            // nearly full filesystem moving 90 %-live segments and checkpointing would consume
-            // the reserve instead of adding to it.
-            // When the need is urgent, greedy (the most space per move); ahead of need,
-            // cost-benefit (see `pick_victim`).
-            let max_live = if need { GC_MAX_LIVE } else { GC_AHEAD_MAX_LIVE };
+            // Ahead of need, only victims that pay for their move: at most 3/4 live, or clearly
+            // emptier than the log's average (`ahead_max_live`). When the need is urgent,
+            // greedy (the most space per move); ahead of need, cost-benefit (see `pick_victim`).
+            let max_live = if need { GC_MAX_LIVE } else { self.ahead_max_live() };
             if !self.gc_once(false, max_live, need)? {
                 if need && pending > 0 {
-                    self.checkpoint()?;
+                    self.checkpoint_to_free()?;
                     worked = true;
                     continue;
                 }
@@ -85,7 +88,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(true);
         }
         if background {
@@ -107,6 +110,22 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.gc_once(background, GC_MAX_LIVE, !background)
     }
 
+    /// The most live (percent) a victim taken ahead of need may be: `GC_AHEAD_MAX_LIVE`, or
+    /// `AHEAD_BELOW_AVERAGE` points below the average of the log's used segments when that is
+    /// higher (never above `GC_MAX_LIVE`). At 95 % fill no segment is 3/4 live, so with the
+    /// fixed limit alone the GC ran only at the need, with the free segments at the checkpoint
+    /// margin, and checkpointed after every few victims. On a nearly full filesystem with
+    /// little dead space, moving victims no emptier than the average ahead of need would
+    /// consume the reserve instead of adding to it.
+    fn ahead_max_live(&self) -> u32 {
+        let c = self.log.segs.counts();
+        let used = u64::from(c.main.saturating_sub(c.free).saturating_sub(c.reserved));
+        let cap = used.saturating_mul(u64::from(self.sb.segment_size));
+        let avg = if cap == 0 { 0 } else { c.live.saturating_mul(100) / cap };
+        let avg = u32::try_from(avg).unwrap_or(u32::MAX);
+        avg.saturating_sub(AHEAD_BELOW_AVERAGE).clamp(GC_AHEAD_MAX_LIVE, GC_MAX_LIVE)
+    }
+
     /// Move one victim (foreground: at most `max_live` percent live; `greedy`: least live
     /// rather than cost-benefit). Returns whether any work was done.
     fn gc_once(&mut self, background: bool, max_live: u32, greedy: bool) -> Result<bool> {
@@ -116,7 +135,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         };
         let vi = *self.log.seg(v)?;
         if vi.live == 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(true);
         }
         if !background
@@ -275,6 +294,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     pub(crate) fn gc_after_victim(&mut self) -> Result<()> {
         self.maybe_commit()?;
         if self.log.free_count() <= self.cp_margin() {
+            self.checkpoint_to_free()?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint taken to free segments. A checkpoint frees only the segments that were
+    /// already dead at the previous one (the fallback may still need the others); the victims
+    /// emptied since then would wait for the next checkpoint, a whole interval of cleaning held
+    /// back from the free pool. When more of them wait than a checkpoint's segment table may
+    /// take, a second checkpoint frees them at once: it writes little (the index was just
+    /// committed: changed segment-table chunks, head padding, the slot).
+    pub(crate) fn checkpoint_to_free(&mut self) -> Result<()> {
+        self.checkpoint()?;
+        if self.pending_free() > self.segtab_segments().saturating_add(1) {
             self.checkpoint()?;
         }
         Ok(())

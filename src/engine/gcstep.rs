@@ -82,7 +82,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// checkpoint), or the cursor of a new victim.
     fn gc_begin(&mut self, background: bool) -> Result<Begin> {
         if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(Begin::Worked);
         }
         let v = match self.pick_victim(background, GC_MAX_LIVE, !background) {
@@ -101,7 +101,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
         }
         if vi.live == 0 {
-            self.checkpoint()?;
+            self.checkpoint_to_free()?;
             return Ok(Begin::Worked);
         }
         if !background

@@ -79,6 +79,37 @@ pub enum Scan {
 /// of padding per flush would eat the space reserves a full filesystem deletes with.
 pub const PAD_TO_CHUNK_MIN_PAGES: u64 = 16;
 
+/// Bytes a [`ScanWindow`] reads at once, at most.
+pub const SCAN_WINDOW: u64 = 32 << 10;
+
+/// A window over a segment for sequential scans ([`Log::scan_in`]): the bytes of one large
+/// read, from which the records are checked instead of being read one by one. Its first read
+/// is two write units, each next one twice the last, up to [`SCAN_WINDOW`]: a short scan (the
+/// few records of a checkpoint) reads little more than it needs, a long one (the roll-forward)
+/// reads in large pieces.
+pub struct ScanWindow<P: Platform> {
+    seg: u32,
+    start: u32,
+    /// Bytes of the last read (0: none yet).
+    size: u64,
+    buf: P::Vec<u8>,
+    /// The last window that could not be read (segment, end): not tried again before it.
+    failed: Option<(u32, u32)>,
+}
+
+impl<P: Platform> ScanWindow<P> {
+    /// An empty window (allocates nothing until it is used).
+    pub fn new() -> Self {
+        ScanWindow { seg: NO_SEG, start: 0, size: 0, buf: P::Vec::new(), failed: None }
+    }
+}
+
+impl<P: Platform> Default for ScanWindow<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// One log head.
 pub struct Head<P: Platform> {
     /// Current segment or NO_SEG.
@@ -830,6 +861,15 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let seq = self.take_seq();
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
         let r = self.append_raw(h, rt, flags, key, payload, seq);
+        let kind = match rt {
+            rtype::INDEX => Some(&mut self.stats.index_bytes),
+            rtype::SEGTAB => Some(&mut self.stats.segtab_bytes),
+            rtype::INODE => Some(&mut self.stats.inode_bytes),
+            _ => None,
+        };
+        if let (Some(n), true) = (kind, r.is_ok()) {
+            *n = n.saturating_add(u64::from(need));
+        }
         if r.is_err() {
             self.since_checkpoint = self.since_checkpoint.saturating_sub(u64::from(need));
             if self.next_seq == seq.saturating_add(1) {
@@ -1289,6 +1329,18 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// read back as a record (a torn program, or damage). Every bound is computed in u64: the
     /// offsets and lengths come from the medium.
     pub fn scan_at(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>) -> Result<Scan> {
+        self.scan_with(seg, off, seg_seq, out, None)
+    }
+
+    /// [`Log::scan_at`] for sequential scans: the bytes come from `win`, which reads the
+    /// segment ahead in large reads (see [`ScanWindow`]), so each page is read once and a
+    /// record's header and body in the same read. Only for scans with no write to the medium
+    /// between them (the window is not kept coherent with writes).
+    pub fn scan_in(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>, win: &mut ScanWindow<P>) -> Result<Scan> {
+        self.scan_with(seg, off, seg_seq, out, Some(win))
+    }
+
+    fn scan_with(&mut self, seg: u32, off: u32, seg_seq: u64, out: &mut P::Vec<u8>, mut win: Option<&mut ScanWindow<P>>) -> Result<Scan> {
         let wu = self.wu();
         let ss = u64::from(self.geo.segment_size);
         let start = Self::align_pos(wu, off);
@@ -1297,7 +1349,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         out.clear();
         out.try_resize(REC_HDR, 0)?;
-        match self.read_bytes(seg, start, out.as_mut_slice()) {
+        match self.read_scanned(seg, start, out.as_mut_slice(), win.as_deref_mut()) {
             Ok(()) => {}
             Err(Error::Corrupt) => return Ok(Scan::Bad),
             Err(e) => return Err(e),
@@ -1321,10 +1373,82 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Ok(Scan::Bad);
         }
         let loc = Loc { seg, off: start, len: total as u32 };
-        match self.read_record_as(loc, out, false) {
+        out.clear();
+        out.try_resize(loc.len as usize, 0)?;
+        let r = self.read_scanned(seg, start, out.as_mut_slice(), win).and_then(|()| self.check_record(out.as_slice(), loc));
+        match r {
             Ok(h) => Ok(Scan::Rec(h, loc)),
             Err(Error::Corrupt) => Ok(Scan::Bad),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The bytes at `off` of `seg` for a scan: from `win` when it can hold them, else read
+    /// as a torn tail may be (`read_bytes_as`, not live).
+    fn read_scanned(&mut self, seg: u32, off: u32, out: &mut [u8], win: Option<&mut ScanWindow<P>>) -> Result<()> {
+        if let Some(w) = win {
+            if self.window_fill(w, seg, off, out.len()) {
+                let from = off.saturating_sub(w.start) as usize;
+                if let Some(src) = w.buf.as_slice().get(from..from.saturating_add(out.len())) {
+                    if src.len() == out.len() {
+                        out.copy_from_slice(src);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.read_bytes_as(seg, off, out, false)
+    }
+
+    /// Make `w` hold `[off, off + len)` of `seg`: a hit, or one read of the window's next size
+    /// (more for a longer record) from the write unit holding `off`, up to the segment's end
+    /// and below what the head buffers serve. `false` when it cannot: no memory, bytes a head
+    /// buffer serves, or a failed read (an unreadable or torn page somewhere in it; the
+    /// window is not tried again before the scan passes it, and the caller reads exactly
+    /// what it needs, meeting the same error only if the record itself is on that page).
+    fn window_fill(&mut self, w: &mut ScanWindow<P>, seg: u32, off: u32, len: usize) -> bool {
+        let end = u64::from(off).saturating_add(len as u64);
+        let have = u64::from(w.start).saturating_add(w.buf.len() as u64);
+        if w.seg == seg && off >= w.start && end <= have {
+            return true;
+        }
+        if w.failed.is_some_and(|(s, until)| s == seg && end <= u64::from(until)) {
+            return false;
+        }
+        let wu = self.wu();
+        let start = off.saturating_sub(off.checked_rem(wu).unwrap_or(0));
+        w.size = w.size.saturating_mul(2).clamp(u64::from(wu).saturating_mul(2), SCAN_WINDOW.max(u64::from(wu)));
+        let mut stop = u64::from(start)
+            .saturating_add(w.size.max(end.saturating_sub(u64::from(start))))
+            .min(u64::from(self.geo.segment_size));
+        for h in self.heads.iter().filter(|h| h.seg == seg && !h.buf.is_empty()) {
+            stop = stop.min(u64::from(h.buf_start));
+        }
+        if let Some(sh) = self.shadow.as_ref().filter(|sh| sh.seg == seg && !sh.buf.is_empty()) {
+            stop = stop.min(u64::from(sh.start));
+        }
+        w.seg = NO_SEG;
+        if stop < end || w.buf.try_resize(stop.saturating_sub(u64::from(start)) as usize, 0).is_err() {
+            w.buf.clear();
+            return false;
+        }
+        match self.flash.read(seg, start, w.buf.as_mut_slice()) {
+            Ok(st) => {
+                if st == ReadStatus::Corrected {
+                    self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);
+                    if let Ok(mut s) = self.seg_mut(seg) {
+                        s.flags |= SEG_SCRUB;
+                    }
+                }
+                w.seg = seg;
+                w.start = start;
+                true
+            }
+            Err(_) => {
+                w.buf.clear();
+                w.failed = Some((seg, stop as u32));
+                false
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use crate::engine::format::{
     NUM_HEADS, REC_HDR,
 };
 use crate::engine::fs::{Engine, ROOT_INO};
-use crate::engine::log::{Log, Scan};
+use crate::engine::log::{Log, Scan, ScanWindow};
 use crate::engine::platform::{FallibleVec, Platform};
 use crate::engine::segtab::SegTable;
 
@@ -292,7 +292,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         // 3. roll forward
         self.tree.set_replay(true);
-        let replayed = self.replay(&mut streams, chains.as_slice(), cp.seq, cp.next_seq)?;
+        // each head's log is read ahead in its own window: every page once, in large reads
+        let mut wins: [ScanWindow<P>; NUM_HEADS] = core::array::from_fn(|_| ScanWindow::new());
+        let replayed = self.replay(&mut streams, &mut wins, chains.as_slice(), cp.seq, cp.next_seq)?;
+        drop(wins);
         self.tree.set_replay(false);
         self.replay_fallback = false;
         self.log.stats.replayed = replayed;
@@ -309,8 +312,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 let mut off = if last == st.chain_start { cp.heads.get(h).map(|x| x.off).unwrap_or(0) } else { 0 };
                 let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
                 let mut guard = self.sb.segment_size;
+                let mut win = ScanWindow::new();
                 let r = loop {
-                    match self.log.scan_at(seg, off, seg_seq, &mut tmp) {
+                    match self.log.scan_in(seg, off, seg_seq, &mut tmp, &mut win) {
                         Ok(Scan::Rec(_, l)) if guard > 0 => {
                             guard = guard.saturating_sub(1);
                             off = l.off.saturating_add(l.len);
@@ -456,7 +460,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Peek the next valid record of a stream.
-    fn stream_peek(&mut self, st: &mut Stream, chains: &[(u32, u64)], min_seq: u64) -> Result<()> {
+    fn stream_peek(&mut self, st: &mut Stream, win: &mut ScanWindow<P>, chains: &[(u32, u64)], min_seq: u64) -> Result<()> {
         if st.peeked.is_some() || st.done {
             return Ok(());
         }
@@ -467,7 +471,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             let (seg, seg_seq) = *chains.get(st.idx).ok_or(Error::Corrupt)?;
             let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-            let r = match self.log.scan_at(seg, st.off, seg_seq, &mut tmp) {
+            let r = match self.log.scan_in(seg, st.off, seg_seq, &mut tmp, win) {
                 Ok(Scan::Rec(h, l)) => Ok(Some((h, l))),
                 Ok(Scan::End) => Ok(None),
                 Ok(Scan::Bad) => {
@@ -485,6 +489,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 Err(e) => Err(e),
             };
+            // a DELETE's range, decoded now (the record is not read again to apply it)
+            let range = match &r {
+                Ok(Some((h, _))) if h.rtype == rtype::DELETE => tmp.as_slice().get(REC_HDR..).and_then(|p| {
+                    let mut rd = Reader::new(p);
+                    Some((Key::get(&mut rd).ok()?, Key::get(&mut rd).ok()?))
+                }),
+                _ => None,
+            };
             self.buf = tmp;
             match r? {
                 Some((h, loc)) => {
@@ -494,7 +506,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                         st.done = true;
                         return Ok(());
                     }
-                    st.peeked = Some((h, loc));
+                    st.peeked = Some(Peek { h, loc, range });
                     return Ok(());
                 }
                 None => {
@@ -515,20 +527,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// recover a state no prefix of the operations produced (e.g. file data written out by the
     /// hot head while the metadata of earlier operations was still in the meta head's buffer).
     /// Groups (`CONT`) are applied only once their last record arrived.
-    fn replay(&mut self, streams: &mut [Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, first_seq: u64) -> Result<u64> {
+    fn replay(&mut self, streams: &mut [Stream; NUM_HEADS], wins: &mut [ScanWindow<P>; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, first_seq: u64) -> Result<u64> {
         let mut count = 0u64;
         let mut expected = first_seq;
-        let mut group: P::Vec<(RecHdr, Loc)> = P::Vec::new();
+        let mut group: P::Vec<Peek> = P::Vec::new();
         let mut group_stream = usize::MAX;
         let mut gap = false;
         let mut damaged_gaps = 0u32;
         loop {
-            for st in streams.iter_mut() {
-                self.stream_peek(st, chains, min_seq)?;
+            for (st, win) in streams.iter_mut().zip(wins.iter_mut()) {
+                self.stream_peek(st, win, chains, min_seq)?;
             }
             let mut best: Option<(usize, u64)> = None;
             for (i, st) in streams.iter().enumerate() {
-                if let Some((h, _)) = st.peeked {
+                if let Some(Peek { h, .. }) = st.peeked {
                     if best.is_none_or(|b| h.seq < b.1) {
                         best = Some((i, h.seq));
                     }
@@ -543,7 +555,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 // program), or damage: a record that was durable no longer reads back.
                 // (each damaged spot costs a read of the rest of the log: at most MAX_DAMAGE)
                 const MAX_DAMAGE: u32 = 64;
-                let look = self.look_ahead(streams, chains, min_seq, expected)?;
+                let look = self.look_ahead(streams, wins, chains, min_seq, expected)?;
                 if !look.durable || damaged_gaps >= MAX_DAMAGE || self.replay_fallback {
                     gap = true;
                     self.log.next_seq = self.log.next_seq.max(look.max_seq.saturating_add(1));
@@ -571,7 +583,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 continue;
             }
             let st = streams.get_mut(i).ok_or(Error::Corrupt)?;
-            let (h, loc) = st.peeked.take().ok_or(Error::Corrupt)?;
+            let pk = st.peeked.take().ok_or(Error::Corrupt)?;
+            let h = pk.h;
             expected = expected.saturating_add(1);
             self.log.next_seq = self.log.next_seq.max(h.seq.saturating_add(1));
             if h.rtype == rtype::PAD || h.rtype == rtype::SEGHDR || h.rtype == rtype::INDEX || h.rtype == rtype::SEGTAB {
@@ -580,20 +593,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if !group.is_empty() && group_stream != i {
                 // Groups are written by one operation to the meta head, so only padding and
                 // segment headers of other heads interleave; anything else stands alone.
-                self.apply(&h, loc, false)?;
+                self.apply(&pk, false)?;
                 count = count.saturating_add(1);
                 continue;
             }
-            group.try_push((h, loc))?;
+            group.try_push(pk)?;
             group_stream = i;
             if h.flags & FLAG_CONT != 0 {
                 continue;
             }
-            for (h, loc) in group.as_slice() {
+            for pk in group.as_slice() {
                 // a group that creates an inode may write its records before the inode record
                 // (a symlink's target)
-                let created = group.as_slice().iter().any(|(g, _)| g.rtype == rtype::INODE && g.key.ino == h.key.ino);
-                self.apply(h, *loc, created)?;
+                let created = group.as_slice().iter().any(|g| g.h.rtype == rtype::INODE && g.h.key.ino == pk.h.key.ino);
+                self.apply(pk, created)?;
                 count = count.saturating_add(1);
             }
             group.clear();
@@ -615,7 +628,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// never satisfy this; damage to data that fsync or a checkpoint's flush made durable
     /// does. Also returns the highest sequence number and the number of records (padding,
     /// segment headers, index nodes and table chunks aside) that follow.
-    fn look_ahead(&mut self, streams: &[Stream; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, missing: u64) -> Result<LookAhead> {
+    fn look_ahead(&mut self, streams: &[Stream; NUM_HEADS], wins: &mut [ScanWindow<P>; NUM_HEADS], chains: &[(u32, u64)], min_seq: u64, missing: u64) -> Result<LookAhead> {
         let mut copy = *streams;
         let mut max_seq = 0u64;
         // the highest number of a record other than padding
@@ -623,11 +636,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut records = 0u64;
         // the two highest markers above `missing`
         let (mut m1, mut m2) = (0u64, 0u64);
-        for st in copy.iter_mut() {
+        for (st, win) in copy.iter_mut().zip(wins.iter_mut()) {
             loop {
-                self.stream_peek(st, chains, min_seq)?;
+                self.stream_peek(st, win, chains, min_seq)?;
                 match st.peeked.take() {
-                    Some((h, _)) => {
+                    Some(Peek { h, .. }) => {
                         max_seq = max_seq.max(h.seq);
                         if h.rtype != rtype::PAD {
                             max_real = max_real.max(h.seq);
@@ -653,7 +666,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Apply one replayed record to the index.
-    fn apply(&mut self, h: &RecHdr, loc: Loc, created: bool) -> Result<()> {
+    fn apply(&mut self, pk: &Peek, created: bool) -> Result<()> {
+        let h = &pk.h;
         match h.rtype {
             rtype::INODE | rtype::DENT | rtype::DATA | rtype::XATTR | rtype::ORPHAN => {
                 if h.rtype == rtype::INODE {
@@ -668,17 +682,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     }
                     self.replay_ok_ino = h.key.ino;
                 }
-                self.idx_set(h.key, loc)
+                self.idx_set(h.key, pk.loc)
             }
             rtype::DELETE => {
-                let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
-                let r = self.log.read_record(loc, &mut tmp);
-                let range = r.and_then(|_| {
-                    let mut rd = Reader::new(tmp.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?);
-                    Ok((Key::get(&mut rd)?, Key::get(&mut rd)?))
-                });
-                self.buf = tmp;
-                let (a, b) = range?;
+                let (a, b) = pk.range.ok_or(Error::Corrupt)?;
                 self.replay_ok_ino = 0;
                 self.idx_del_range(a, b)
             }
@@ -705,6 +712,15 @@ struct LookAhead {
     records: u64,
 }
 
+/// A record a stream found: its header, where it is, and for a DELETE the key range its
+/// payload names (`None` if it does not decode: applying it is `Corrupt`).
+#[derive(Debug, Clone, Copy)]
+struct Peek {
+    h: RecHdr,
+    loc: Loc,
+    range: Option<(Key, Key)>,
+}
+
 /// Replay cursor over one head's chain.
 #[derive(Debug, Clone, Copy, Default)]
 struct Stream {
@@ -714,6 +730,6 @@ struct Stream {
     chain_end: usize,
     idx: usize,
     off: u32,
-    peeked: Option<(RecHdr, Loc)>,
+    peeked: Option<Peek>,
     done: bool,
 }

@@ -362,6 +362,18 @@ pub struct MountArgs {
     /// the emulated flash's page store, which grows and shrinks as pages are programmed and erased).
     #[arg(long = "exclude-slab", default_values_t = vec!["nandsim".to_string()])]
     pub exclude_slab: Vec<String>,
+    /// Floor of the timed command, measured before the runs: the same shell and mount(8)
+    /// spawn mounting a tmpfs (`--floor-cmd`, default `mount -t tmpfs ferrofs-bench-floor
+    /// DIR` on a directory the tool makes), so that mount time minus floor is the mount itself.
+    /// Runs of the floor command (0: no floor).
+    #[arg(long, default_value_t = 3)]
+    pub floor_runs: u32,
+    /// The floor command (timed); `{dir}` stands for the tool's empty directory.
+    #[arg(long, default_value = "mount -t tmpfs ferrofs-bench-floor {dir}")]
+    pub floor_cmd: String,
+    /// Undoes the floor command (not timed); `{dir}` as above.
+    #[arg(long, default_value = "umount {dir}")]
+    pub floor_undo_cmd: String,
 }
 
 #[derive(Debug, Args)]

@@ -311,4 +311,14 @@ pub struct MountResults {
     pub min_s: Option<f64>,
     pub median_s: Option<f64>,
     pub max_s: Option<f64>,
+    /// Seconds of each run of the floor command (a shell and mount(8) mounting a tmpfs): what
+    /// spawning the mount command costs, whatever it mounts.
+    #[serde(default)]
+    pub floor_runs_s: Vec<f64>,
+    /// Median of `floor_runs_s`.
+    #[serde(default)]
+    pub floor_s: Option<f64>,
+    /// `median_s - floor_s`: the mount itself (for UBIFS, with UBI attach).
+    #[serde(default)]
+    pub net_median_s: Option<f64>,
 }

@@ -194,6 +194,15 @@ pub fn summary_markdown(rec: &RunRecord) -> Result<String> {
             let r: MountResults = rec.results_as()?;
             let what = if rec.experiment == "mount" { "mount after a clean unmount" } else { "mount after a power cut during writes" };
             let _ = writeln!(s, "### {l}: {what}\n");
+            if let Some(f) = r.floor_s {
+                let _ = writeln!(
+                    s,
+                    "Floor (the shell and mount(8) mounting a tmpfs, median of {}): {} s; median mount minus floor: {} s.\n",
+                    r.floor_runs_s.len(),
+                    fmt_num(Some(f), 3),
+                    fmt_num(r.net_median_s, 3)
+                );
+            }
             let _ = writeln!(s, "| Run | Mount s | Held kB | Slab (slabinfo) delta kB | Slab (meminfo) delta kB |\n|---|---|---|---|---|");
             for (i, run) in r.runs.iter().enumerate() {
                 let _ = writeln!(
@@ -563,14 +572,20 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
                 } else {
                     let _ = writeln!(s, "Mount after a clean unmount of the used filesystem. Held kB: kernel memory the mounted filesystem keeps (Slab + VmallocUsed + Percpu change across the mount, caches dropped).\n");
                 }
+                let _ = writeln!(s, "Floor: the same shell and mount(8) spawn mounting a tmpfs (median of its runs); median minus floor is the mount itself.\n");
                 let res: BTreeMap<String, MountResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
-                let rows: Vec<String> = ["min s", "median s", "max s", "held kB (median)", "slab delta kB (run 1)"].iter().map(|x| x.to_string()).collect();
+                let rows: Vec<String> = ["min s", "median s", "max s", "median minus floor s", "floor s", "held kB (median)", "slab delta kB (run 1)"]
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect();
                 metric_table(&mut s, "Mount", &rows, &ls, reference, "", 3, |l, row| {
                     let r = res.get(l)?;
                     match row {
                         "min s" => r.min_s,
                         "median s" => r.median_s,
                         "max s" => r.max_s,
+                        "median minus floor s" => r.net_median_s,
+                        "floor s" => r.floor_s,
                         "held kB (median)" => median(&r.runs.iter().filter_map(|x| x.held_kb.map(|v| v as f64)).collect::<Vec<_>>()),
                         _ => r.runs.first()?.slab_delta_bytes.map(|b| b as f64 / 1024.0),
                     }

@@ -280,3 +280,48 @@ fn enospc_with_a_segment_table_spanning_segments() {
     assert_eq!(fs.lookup(ROOT_INO, b"again").unwrap().size, 8 * chunk.len() as u64);
     assert_consistent(&mut fs);
 }
+
+/// Random 4 KiB overwrites of a 64 MiB NAND (2 KiB pages, 128 KiB blocks) filled with 1 MiB
+/// files to 95 % of the capacity statfs offers: the write amplification (bytes programmed over
+/// user bytes, after a warm-up of twice the device) stays at most 5.4 (issue 12 asks for 6 in
+/// simbench, whose workload measures higher: 6.56 before, 5.35 now). This workload measured
+/// 6.24 while a checkpoint the GC took freed only the victims of the interval before it and
+/// cleaning ahead of need took no victim above 75 % live (at this fill none is), so that the GC
+/// checkpointed every few victims; 5.03 now.
+#[test]
+fn write_amplification_at_95_percent_fill() {
+    let f = RamFlash::new_nand(128 * 1024, 512, 2048);
+    let f = Fs::format(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let st = fs.statfs();
+    let target = st.blocks * u64::from(st.block_size) * 95 / 100;
+    let file = vec![1u8; 1 << 20];
+    let mut inos = Vec::new();
+    for i in 0..target >> 20 {
+        let f = fs.create(ROOT_INO, format!("f{i}").as_bytes(), &reg(), ts(1)).unwrap();
+        assert_eq!(fs.write(f.ino, 0, &file, ts(1)).unwrap(), 1 << 20);
+        inos.push(f.ino);
+    }
+    let data = (inos.len() as u64) << 20;
+    let blocks = data / 4096;
+    let mut rng = Rng::new(95);
+    let mut d = [0u8; 4096];
+    let device_blocks = 64 * 256;
+    let mut overwrite = |fs: &mut Fs| {
+        let b = rng.below(blocks);
+        rng.fill(&mut d[..16]);
+        assert_eq!(fs.write(inos[(b / 256) as usize], b % 256 * 4096, &d, ts(2)).unwrap(), 4096);
+    };
+    for _ in 0..2 * device_blocks {
+        overwrite(&mut fs);
+    }
+    let s0 = fs.stats();
+    for _ in 0..device_blocks {
+        overwrite(&mut fs);
+    }
+    let s1 = fs.stats();
+    let wa = (s1.programmed_bytes - s0.programmed_bytes) as f64 / (s1.user_bytes - s0.user_bytes) as f64;
+    eprintln!("{} MiB of data, WA {wa:.2}, {} checkpoints", data >> 20, s1.checkpoints - s0.checkpoints);
+    assert!(wa <= 5.4, "write amplification {wa:.2} at 95 % fill");
+    assert_consistent(&mut fs);
+}

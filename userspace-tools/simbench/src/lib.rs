@@ -17,6 +17,7 @@
 pub mod dirty;
 pub mod footprint;
 pub mod meta;
+pub mod mountscale;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -222,6 +223,12 @@ pub struct WaResult {
     pub wa_metadata: f64,
     /// Part of `wa_metadata` due to checkpoint blobs: checkpoints x slot size / user bytes.
     pub wa_checkpoint_blobs: f64,
+    /// Part of `wa_metadata` due to index-node records (`Stats::index_bytes` / user bytes).
+    pub wa_index_nodes: f64,
+    /// Part of `wa_metadata` due to inode records (`Stats::inode_bytes` / user bytes).
+    pub wa_inodes: f64,
+    /// Part of `wa_metadata` due to SEGTAB records (`Stats::segtab_bytes` / user bytes).
+    pub wa_segtab: f64,
     /// Overwrites refused with ENOSPC in the window (should be 0).
     pub enospc: u64,
     /// Wall-clock seconds of warm-up + measurement.
@@ -383,6 +390,9 @@ pub fn run_wa(cfg: &WaConfig) -> Result<WaResult> {
                 * checkpoint_slot_bytes((device / u64::from(SEGMENT_SIZE)) as u32, PAGE_SIZE),
             user,
         ),
+        wa_index_nodes: ratio(s1.index_bytes.saturating_sub(s0.index_bytes), user),
+        wa_inodes: ratio(s1.inode_bytes.saturating_sub(s0.inode_bytes), user),
+        wa_segtab: ratio(s1.segtab_bytes.saturating_sub(s0.segtab_bytes), user),
         enospc,
         seconds,
         wear_spread: c1.wear_spread(),
@@ -825,13 +835,13 @@ pub fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st / 2nd half | = 1 + GC copies + metadata (of which checkpoint blobs) | greedy 1/(1-u) at target / data/raw | erases per user MiB | checkpoints per user MiB | ENOSPC | s |"
+        "| device | pattern | fill target | fill reached | data/raw | warm-up | measured | WA | WA 1st / 2nd half | = 1 + GC copies + metadata (of which index nodes / inodes / segment table / checkpoint blobs) | greedy 1/(1-u) at target / data/raw | erases per user MiB | checkpoints per user MiB | ENOSPC | s |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for w in &r.wa {
         let _ = writeln!(
             s,
-            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | 1 + {:.2} + {:.2} ({:.2}) | {:.2} / {:.2} | {:.2} | {:.1} | {} | {:.1} |",
+            "| {} MiB | {} | {:.0} % | {:.1} % | {:.1} % | {} | {} | **{:.2}** | {:.2} / {:.2} | 1 + {:.2} + {:.2} ({:.2} / {:.2} / {:.2} / {:.2}) | {:.2} / {:.2} | {:.2} | {:.1} | {} | {:.1} |",
             w.config.device_mib,
             w.config.pattern.name(),
             w.config.fill * 100.0,
@@ -844,6 +854,9 @@ pub fn markdown(r: &Report) -> String {
             w.wa_second_half,
             w.wa_gc_copy,
             w.wa_metadata,
+            w.wa_index_nodes,
+            w.wa_inodes,
+            w.wa_segtab,
             w.wa_checkpoint_blobs,
             w.greedy_bound,
             w.greedy_bound_raw,

@@ -74,6 +74,20 @@ struct Cli {
     /// nandsim time and CPU time per operation.
     #[arg(long)]
     meta: bool,
+    /// Only the mount-scale experiment: the same files on each --scale-devices size, then a
+    /// mount after a clean unmount and one after a power cut at the end of the longest log
+    /// the checkpoint bound allows, in simulated nandsim time.
+    #[arg(long)]
+    mount_scale: bool,
+    /// Mount scale: device sizes in MiB.
+    #[arg(long, value_delimiter = ',', default_values_t = [256u32, 1024])]
+    scale_devices: Vec<u32>,
+    /// Mount scale: MiB of files written on every device.
+    #[arg(long, default_value_t = 64)]
+    data_mib: u64,
+    /// Mount scale: MountOptions::checkpoint_log_bytes in KiB (0: the engine's default).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_log_kib: u64,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -89,6 +103,9 @@ fn main() -> ExitCode {
     }
     if cli.meta {
         return meta_main(&cli);
+    }
+    if cli.mount_scale {
+        return scale_main(&cli);
     }
     let mut plan = if cli.quick { Plan::quick(cli.seed) } else { Plan::full(cli.seed) };
     if let Some(d) = cli.device_mib {
@@ -160,6 +177,20 @@ fn meta_main(cli: &Cli) -> ExitCode {
         cfg.device_mib = d;
     }
     match publish(cli, ferrofs_simbench::meta::run_meta(&cfg), ferrofs_simbench::meta::meta_markdown) {
+        Some(_) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    }
+}
+
+fn scale_main(cli: &Cli) -> ExitCode {
+    let cfg = ferrofs_simbench::mountscale::ScaleConfig {
+        devices_mib: cli.scale_devices.clone(),
+        data_mib: cli.data_mib,
+        checkpoint_log_bytes: cli.checkpoint_log_kib << 10,
+        seed: cli.seed,
+    };
+    let r = ferrofs_simbench::mountscale::run_scale(&cfg, &mut |l| eprintln!("{l}"));
+    match publish(cli, r, ferrofs_simbench::mountscale::scale_markdown) {
         Some(_) => ExitCode::SUCCESS,
         None => ExitCode::FAILURE,
     }

@@ -86,3 +86,19 @@ fn meta_run_is_sane() {
     assert!(r.phases[1].records_per_op >= 3.0, "create appends an inode, an entry and the directory's inode");
     assert!(meta_markdown(&r).contains("| readdir_entries | 208 |"));
 }
+
+#[test]
+fn mount_after_a_cut_reads_the_log_once_in_large_reads() {
+    let cfg = ferrofs_simbench::mountscale::ScaleConfig { devices_mib: vec![32], data_mib: 2, checkpoint_log_bytes: 1 << 20, seed: 7 };
+    let r = ferrofs_simbench::mountscale::run_scale(&cfg, &mut |_| {}).expect("mount scale run");
+    let d = &r.devices[0];
+    assert!(d.cut.replayed > 0 && d.log_bytes_at_cut >= 512 << 10, "{d:?}");
+    assert!(d.log_bytes_at_cut <= 1 << 20, "the log at the cut exceeds the bound: {d:?}");
+    // each page of the log since the checkpoint read about once (plus the index leaves the
+    // replayed records land in), in reads of several pages, not two small reads per record
+    let log_pages = d.log_bytes_at_cut / 2048;
+    let extra_pages = d.cut.pages_read.saturating_sub(d.clean.pages_read);
+    let extra_reads = d.cut.reads.saturating_sub(d.clean.reads);
+    assert!(extra_pages <= log_pages * 3 / 2 + 64, "{extra_pages} pages read for {log_pages} pages of log: {d:?}");
+    assert!(extra_reads <= log_pages / 3, "{extra_reads} reads for {log_pages} pages of log: {d:?}");
+}

@@ -56,7 +56,48 @@ pub fn experiment_name(a: &MountArgs) -> &'static str {
     }
 }
 
+/// Times `a.floor_cmd` `a.floor_runs` times on an empty directory of the tool's (each run
+/// undone by `a.floor_undo_cmd`); failures are events and end the measurement.
+fn floor(ctx: &mut Ctx, a: &MountArgs) -> Vec<f64> {
+    let mut out = Vec::new();
+    if a.floor_runs == 0 {
+        return out;
+    }
+    let dir = std::env::temp_dir().join(format!("ferrofs-bench-floor-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        ctx.event(format!("mount floor: cannot create {}: {e}", dir.display()));
+        return out;
+    }
+    let d = dir.display().to_string();
+    for i in 0..a.floor_runs {
+        let cmd = a.floor_cmd.replace("{dir}", &d);
+        match run_shell(&cmd) {
+            Ok(r) if r.ok => out.push(r.seconds),
+            Ok(r) => {
+                ctx.event(format!("mount floor: {cmd:?} failed (exit {:?}) on run {}", r.exit_code, i + 1));
+                break;
+            }
+            Err(e) => {
+                ctx.event(format!("mount floor: {e}"));
+                break;
+            }
+        }
+        let undo = a.floor_undo_cmd.replace("{dir}", &d);
+        if !run_shell(&undo).map(|r| r.ok).unwrap_or(false) {
+            ctx.event(format!("mount floor: {undo:?} failed"));
+            break;
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
+    if let Some(m) = median(&out) {
+        say!("mount floor (shell + mount(8) of a tmpfs): median {m:.3} s over {} runs", out.len());
+    }
+    out
+}
+
 pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
+    let floor_runs_s = floor(ctx, a);
+    let floor_s = median(&floor_runs_s);
     let mut runs = Vec::new();
     for i in 0..a.repeat.max(1) {
         let umount = match &a.umount_cmd {
@@ -106,7 +147,20 @@ pub fn run(ctx: &mut Ctx, a: &MountArgs) -> Result<MountResults> {
         }
     }
     let times: Vec<f64> = runs.iter().filter(|r| r.mount.ok).map(|r| r.mount.seconds).collect();
-    Ok(MountResults { min_s: times.iter().copied().reduce(f64::min), median_s: median(&times), max_s: times.iter().copied().reduce(f64::max), runs })
+    let median_s = median(&times);
+    let net_median_s = median_s.zip(floor_s).map(|(m, f)| m - f);
+    if let Some(n) = net_median_s {
+        say!("mount minus floor: median {n:.3} s");
+    }
+    Ok(MountResults {
+        min_s: times.iter().copied().reduce(f64::min),
+        median_s,
+        max_s: times.iter().copied().reduce(f64::max),
+        runs,
+        floor_runs_s,
+        floor_s,
+        net_median_s,
+    })
 }
 
 #[cfg(test)]
