@@ -463,7 +463,7 @@ impl Run {
             let r = fs.write_blocks(inode.ino(), self.first, &blocks[..m], size, mtime, ctime);
             // the block backend sends the run's writes now and waits for them: a device error
             // is this run's error, reported through the mapping (issue 13)
-            let r = r.and_then(|()| fs.flash().complete().map_err(EError::from));
+            let r = r.and_then(|()| fs.flash_io().complete().map_err(EError::from));
             match r {
                 Ok(()) => {}
                 Err(EError::NoSpace) => {

@@ -198,8 +198,8 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // the writes of this engine call go out together; a failure was reported by the
         // backend, which now fails every write (the engine stops at its next one)
-        let _ = self.guard.flash().complete();
-        let discards = self.guard.flash().take_discards();
+        let _ = self.guard.flash_io().complete();
+        let discards = self.guard.flash_io().take_discards();
         // still under the lock: what the budget may hand out after this operation
         self.budget.publish(self.guard.budget_avail());
         // taken before the guard's drop unlocks: the whole hold is counted
@@ -225,7 +225,7 @@ impl SbInfo {
         ];
         let (hits, misses) = fs.icache_stats();
         let lock = self.lockstat.figures();
-        let d = fs.flash().io_stats();
+        let d = fs.flash_ref().io_stats();
         let dev = [
             d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.read_bios, d.read_bytes, d.read_hits,
             d.flushes, d.discards, d.discards_locked, d.max_open_segments,
@@ -360,7 +360,7 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
     let mut read_only = read_only;
     // what the mount wrote after its last flush reaches the device now (the block backend
     // queues writes); a failure there is a failure of the mount's writes
-    let sent = fs.flash().complete();
+    let sent = fs.flash_io().complete();
     if !read_only && (fs.is_failed() || sent.is_err()) {
         pr_err!("{}: the medium failed while the mount wrote its first checkpoint (see above): serving the filesystem read-only\n", name);
         sb.set_rdonly();

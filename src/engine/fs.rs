@@ -653,6 +653,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         &mut self.log.flash
     }
 
+    /// Borrow the medium to finish or account the engine's own I/O without changing what it
+    /// holds (complete the writes the engine issued, take the discards it queued, read
+    /// counters): the log's read cache is kept, since the lines of the pages those writes and
+    /// discards touch were dropped when the engine issued them. The kernel calls this at the
+    /// end of every engine call; `flash`, which empties the cache, would make every page read
+    /// again after each call.
+    pub fn flash_io(&mut self) -> &mut F {
+        &mut self.log.flash
+    }
+
     /// Look at the medium (its counters, its contents) without changing it.
     pub fn flash_ref(&self) -> &F {
         &self.log.flash

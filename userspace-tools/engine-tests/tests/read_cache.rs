@@ -1,6 +1,7 @@
 //! The log's read cache (src/engine/readcache.rs): a page read once serves the records that
 //! share it, and never outlives what the medium holds there (an erase, a program).
 
+use ferrofs_engine::flash::Flash;
 use ferrofs_engine::format::{SegInfo, S_IFREG};
 use ferrofs_engine::log::Log;
 use ferrofs_engine::segtab::SegTable;
@@ -80,5 +81,29 @@ fn readdir_reads_pages_not_entries() {
     assert_eq!(n, 202);
     let reads = fs.flash_ref().reads - r0;
     assert!(reads * 4 < n, "{reads} reads for {n} entries");
+    assert_consistent(&mut fs);
+}
+
+/// The kernel completes each engine call's I/O through `flash_io` when it drops the engine
+/// lock: that keeps the read cache, so renames of files created together read each page once
+/// (through `flash`, which empties the cache, every rename read its entry's page again).
+#[test]
+fn the_cache_outlives_the_io_completed_after_each_call() {
+    let mut fs = fresh(64 * 1024, 64, WU);
+    let args = CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 };
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0, ts(1)).unwrap().ino;
+    let n = 200;
+    for i in 0..n {
+        fs.create(d, format!("f{i}").as_bytes(), &args, ts(2)).unwrap();
+    }
+    fs.sync().unwrap();
+    let mut fs = remount(fs);
+    let r0 = fs.flash_ref().reads;
+    for i in 0..n {
+        fs.rename(d, format!("f{i}").as_bytes(), d, format!("f{i}.r").as_bytes(), 0, ts(3)).unwrap();
+        fs.flash_io().flush().unwrap();
+    }
+    let reads = fs.flash_ref().reads - r0;
+    assert!(reads * 2 < n, "{reads} flash reads for {n} renames");
     assert_consistent(&mut fs);
 }
