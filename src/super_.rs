@@ -332,20 +332,41 @@ pub(crate) unsafe extern "C" fn fill_super_bdev(sb: *mut bindings::super_block, 
         let name = DevName::new(sb.id());
         // a second handle on the device for the discards issued outside the engine lock
         let (dev, discard_dev) = (sb.bdev().ok_or(EINVAL)?, sb.bdev().ok_or(EINVAL)?);
-        let flash = KBox::new(BlkFlash::new(dev, discard_dev, name)?, GFP_KERNEL)?;
+        let flash = new_blk_flash(dev, discard_dev, name)?;
         fill_super(sb, fc, KFlash::Blk(flash))
     })
 }
 
+/// `BlkFlash` is large: built in a frame of its own that is gone before the mount (whose
+/// writes reach the device on this stack: mtdblock programs the MTD in the submitter's
+/// context), not in `fill_super_bdev`'s.
+#[inline(never)]
+fn new_blk_flash(dev: crate::kfs::BlockDev, discard_dev: crate::kfs::BlockDev, name: DevName) -> Result<KBox<BlkFlash>> {
+    Ok(KBox::new(BlkFlash::new(dev, discard_dev, name)?, GFP_KERNEL)?)
+}
+
 /// The rest of `fill_super` for either backend: mount the engine on `flash`, build the root.
+///
+/// The engine is a large value: it lives in `mount_engine`'s frame while the mount runs and
+/// in `attach_engine`'s while the superblock is built, never in a frame that stays on the
+/// stack under the mount's device writes (the mount writes its first checkpoint, and on
+/// mtdblock the whole MTD program runs on this stack; a 16 KiB kernel stack has no room for
+/// both).
 fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int> {
     let opts = fc.opts().ok_or(EINVAL)?;
     let name = flash.name();
-    let mlc = flash.geometry().kind == FlashKind::MlcNand;
     let read_only = sb.rdonly();
+    let fs = mount_engine(flash, read_only, name)?;
+    attach_engine(sb, opts, name, read_only, fs)
+}
+
+/// Mount the engine on `flash`; the engine goes to the heap before this frame is left.
+#[inline(never)]
+fn mount_engine(flash: KFlash, read_only: bool, name: DevName) -> Result<KBox<Fs>> {
+    let mlc = flash.geometry().kind == FlashKind::MlcNand;
     flash.check_writeable(read_only)?;
     let mopts = MountOptions { read_only, ..MountOptions::default() };
-    let mut fs = match Engine::mount(flash, mopts) {
+    let fs = match Engine::mount(flash, mopts) {
         Ok(fs) => fs,
         Err((e, _flash)) => {
             match e {
@@ -357,6 +378,12 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
             return Err(kerr(e));
         }
     };
+    Ok(KBox::new(fs, GFP_KERNEL)?)
+}
+
+/// Check the mounted engine `fs`, hand it to the superblock and build the root.
+#[inline(never)]
+fn attach_engine(sb: &NewSuperBlock, opts: MountOpts, name: DevName, read_only: bool, mut fs: KBox<Fs>) -> Result<c_int> {
     let mut read_only = read_only;
     // what the mount wrote after its last flush reaches the device now (the block backend
     // queues writes); a failure there is a failure of the mount's writes
@@ -402,7 +429,7 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
     let stats = StatsDir::new(dev_cstr(&name, &mut dname), &STAT_NAMES)?;
     let info = KBox::pin_init(
         pin_init!(SbInfo {
-            engine <- kernel::new_mutex!(fs, "ferrofs_engine"),
+            engine <- kernel::new_mutex!(KBox::into_inner(fs), "ferrofs_engine"),
             opts,
             dev: name,
             bg: ThreadSlot::new(),
