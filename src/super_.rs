@@ -22,9 +22,6 @@ use crate::engine::error::Error as EError;
 use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{BLOCK_SIZE, MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions, CHECKPOINT_LOG_BYTES};
-
-/// The replay window (`MountOptions::checkpoint_log_bytes`) on a block device.
-const BLOCK_CHECKPOINT_LOG_BYTES: u64 = 8 << 20;
 use crate::kplatform::KPlatform;
 use crate::backend::KFlash;
 use crate::blk::{BlkFlash, DevName};
@@ -34,6 +31,9 @@ use crate::context::MountOpts;
 use crate::inode::iget;
 use crate::kfs::{kerr, DyingSuperBlock, FsContext, Kstatfs, NewSuperBlock, NofsScope, SbParams, SeqFile, Statfs, StatsDir, SuperBlock, ThreadSlot};
 use crate::ops::OPS;
+
+/// The replay window (`MountOptions::checkpoint_log_bytes`) on a block device.
+const BLOCK_CHECKPOINT_LOG_BYTES: u64 = 8 << 20;
 
 /// The engine as the kernel instantiates it.
 pub(crate) type Fs = Engine<KPlatform, KFlash>;
