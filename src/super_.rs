@@ -21,7 +21,7 @@ use crate::engine::budget::Budget;
 use crate::engine::error::Error as EError;
 use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{BLOCK_SIZE, MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
-use crate::engine::fs::{Engine, MountOptions, CHECKPOINT_LOG_BYTES};
+use crate::engine::fs::{Engine, MountOptions};
 use crate::kplatform::KPlatform;
 use crate::backend::KFlash;
 use crate::blk::{BlkFlash, DevName};
@@ -31,9 +31,6 @@ use crate::context::MountOpts;
 use crate::inode::iget;
 use crate::kfs::{kerr, DyingSuperBlock, FsContext, Kstatfs, NewSuperBlock, NofsScope, SbParams, SeqFile, Statfs, StatsDir, SuperBlock, ThreadSlot};
 use crate::ops::OPS;
-
-/// The replay window (`MountOptions::checkpoint_log_bytes`) on a block device.
-const BLOCK_CHECKPOINT_LOG_BYTES: u64 = 8 << 20;
 
 /// The engine as the kernel instantiates it.
 pub(crate) type Fs = Engine<KPlatform, KFlash>;
@@ -369,12 +366,9 @@ fn mount_engine(flash: KFlash, read_only: bool, name: DevName) -> Result<KBox<Fs
     let kind = flash.geometry().kind;
     let mlc = kind == FlashKind::MlcNand;
     flash.check_writeable(read_only)?;
-    // On a block device every checkpoint costs a device flush and, on a cheap FTL, a rewrite of
-    // the erase blocks it interrupts (mtdblock: twice the NAND erases of 4 KiB overwrites at
-    // 4 MiB against 8 MiB), while reading the log back at mount is cheap: there the replay
-    // window stays 8 MiB (docs/kernel.md).
-    let checkpoint_log_bytes = if kind == FlashKind::Block { BLOCK_CHECKPOINT_LOG_BYTES } else { CHECKPOINT_LOG_BYTES };
-    let mopts = MountOptions { read_only, checkpoint_log_bytes, ..MountOptions::default() };
+    // the replay window comes from the medium (8 MiB on a block device, 4 MiB on raw flash:
+    // `engine::fs::default_checkpoint_log_bytes`, docs/kernel.md)
+    let mopts = MountOptions { read_only, ..MountOptions::default() };
     let fs = match Engine::mount(flash, mopts) {
         Ok(fs) => fs,
         Err((e, _flash)) => {

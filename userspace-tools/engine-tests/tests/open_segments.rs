@@ -566,3 +566,22 @@ fn soak_open_segments() {
         }
     }
 }
+
+/// The replay window comes from the medium when the mount leaves it at 0 (the default): 8 MiB on
+/// a block device, where each checkpoint costs a flush and a cheap FTL's rewrites, 4 MiB on raw
+/// flash; an explicit value is kept. The kernel and the tools mount with the default.
+#[test]
+fn the_replay_window_is_chosen_from_the_medium() {
+    use ferrofs_engine::{BLOCK_CHECKPOINT_LOG_BYTES, CHECKPOINT_LOG_BYTES};
+    assert_eq!(MountOptions::default().checkpoint_log_bytes, 0);
+    let fs = E::mount(format(sim(2, 1), None), MountOptions::default()).map_err(|e| e.0).unwrap();
+    assert_eq!(fs.checkpoint_log_bytes(), BLOCK_CHECKPOINT_LOG_BYTES);
+    assert_eq!(BLOCK_CHECKPOINT_LOG_BYTES, 8 << 20);
+    let fs = E::mount(fs.unmount().map_err(|e| e.0).unwrap(), MountOptions { checkpoint_log_bytes: 1 << 20, ..Default::default() })
+        .map_err(|e| e.0)
+        .unwrap();
+    assert_eq!(fs.checkpoint_log_bytes(), 1 << 20);
+    let nand = ferrofs_engine_tests::fresh(128 * 1024, 64, 2048);
+    assert_eq!(nand.checkpoint_log_bytes(), CHECKPOINT_LOG_BYTES);
+    assert_eq!(CHECKPOINT_LOG_BYTES, 4 << 20);
+}

@@ -174,7 +174,7 @@ fn run_device(cfg: &ScaleConfig, mib: u32) -> Result<ScaleDevice> {
     let sim = fs.unmount().map_err(|(e, _)| BenchError::Engine("unmount", e))?;
     let mut fs = Fs::mount(sim, o).map_err(|(e, _)| BenchError::Engine("writer mount", e))?;
     let file = 128u64 << 10;
-    let bound = o.checkpoint_log_bytes;
+    let bound = fs.checkpoint_log_bytes();
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
     let args = CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 };
     let wdir = fs.mkdir(ROOT_INO, b"writer", 0o755, 0, 0, now(1)).map_err(eng("mkdir"))?.ino;
