@@ -389,6 +389,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         for l in self.segtab_locs.as_slice() {
             if let Ok(mut s) = self.log.segs.get_mut(l.seg) {
                 s.flags |= SEG_PINNED;
+                // a mark "dead at the previous checkpoint" set before this pin is stale: the
+                // segment may be freed only once a checkpoint that no longer names it was
+                // written (it then becomes the previous one, the fallback, which still does),
+                // so the count starts again when the pin is released
+                s.flags &= !SEG_DEAD_CP;
             }
         }
     }
