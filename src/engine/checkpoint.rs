@@ -105,7 +105,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         };
         let mut blob = core::mem::replace(&mut self.buf2, P::Vec::new());
         let ext = start.map(|(seg, off, seg_seq)| crate::engine::format::CpExt { seq, seg, off, seg_seq });
-        let r = self.encode_cp(&hdr, locs.as_slice(), ext, &mut blob);
+        let chunks = crate::engine::format::segtab_chunks(count as u32);
+        let tw = crate::engine::format::CpTwins { seq, prev: self.segtab_seq, chunks };
+        let r = self.encode_cp(&hdr, locs.as_slice(), ext, (tw, twins.as_slice()), &mut blob);
         if r.is_err() {
             self.buf2 = blob;
             return r;
@@ -173,7 +175,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.stats = stats;
         self.log.need_checkpoint = false;
         self.log.since_checkpoint = 0;
-        self.pin_segtab(&mut locs, &mut twins);
+        self.pin_segtab(&mut locs, &mut twins, seq);
         // Free the segments that were dead at the previous checkpoint already (neither this
         // checkpoint nor the previous one, the fallback, refers to them); retire failed ones.
         // The ones that died since wait for the next checkpoint.
@@ -215,8 +217,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// The blob (`hdr`, the SEGTAB locations), its CRC, and after its `len` bytes the
     /// extension when there is one and the slot has room for it (a filesystem formatted before
-    /// `FEATURE_COMPAT_CP_EXT` may not).
-    fn encode_cp(&mut self, hdr: &CpHeader, locs: &[Loc], ext: Option<crate::engine::format::CpExt>, blob: &mut P::Vec<u8>) -> Result<()> {
+    /// `FEATURE_COMPAT_CP_EXT` may not), then the twin map (`twins`: the map's header and one
+    /// byte per chunk from `write_segtab`) where it fits (see [`Engine::cp_twins_at`]).
+    fn encode_cp(
+        &mut self,
+        hdr: &CpHeader,
+        locs: &[Loc],
+        ext: Option<crate::engine::format::CpExt>,
+        twins: (crate::engine::format::CpTwins, &[u8]),
+        blob: &mut P::Vec<u8>,
+    ) -> Result<()> {
         let slot = self.sb.cp_slot_size as usize;
         blob.clear();
         blob.try_resize(slot, 0u8)?;
@@ -239,7 +249,38 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 e.encode(room)?;
             }
         }
+        // the twin map, when the previous checkpoint is known and the map fits
+        if let (Some(at), true) = (self.cp_twins_at(), twins.0.prev != 0 && twins.1.len() == locs.len()) {
+            if let Some(room) = blob.as_mut_slice().get_mut(at..) {
+                twins.0.encode(twins.1, room)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Where a checkpoint's twin map starts in its slot (after the blob and the extension's
+    /// place), when it fits in the write units the blob and the extension occupy anyway and
+    /// in the slot: `None` otherwise (such checkpoints have none: a mount from them writes
+    /// the whole table again). On MLC NAND the units after those are the slot's pair guard,
+    /// which the next slot's programs may destroy: the map never lies there.
+    pub(super) fn cp_twins_at(&self) -> Option<usize> {
+        let wu = u64::from(self.sb.write_unit.max(1));
+        let at = Self::cp_blob_len(self.sb.segment_count).saturating_add(crate::engine::format::CP_EXT_SIZE as u64);
+        let end = at.saturating_add(crate::engine::format::cp_twins_len(crate::engine::format::segtab_chunks(self.sb.segment_count)) as u64);
+        let room = at.div_ceil(wu).saturating_mul(wu).min(u64::from(self.sb.cp_slot_size));
+        (end <= room).then(|| usize::try_from(at).ok()).flatten()
+    }
+
+    /// Bytes of a checkpoint slot a mount reads to load it: the blob, the extension when the
+    /// slot has room for it, and the twin map when it fits (see [`Engine::cp_twins_at`]).
+    pub(super) fn cp_load_len(&self) -> Result<usize> {
+        let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::BadFormat)?;
+        let slot = usize::try_from(self.sb.cp_slot_size).map_err(|_| Error::BadFormat)?;
+        let with_ext = blob_len.saturating_add(crate::engine::format::CP_EXT_SIZE).min(slot).max(blob_len);
+        Ok(match self.cp_twins_at() {
+            Some(at) => at.saturating_add(crate::engine::format::cp_twins_len(crate::engine::format::segtab_chunks(self.sb.segment_count))),
+            None => with_ext,
+        })
     }
 
     pub(super) fn validate_cp(&self, b: &[u8]) -> Result<CpHeader> {
@@ -346,6 +387,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut left_at: Option<u32> = None;
         let mut segs = 0u32;
         let mut win = ScanWindow::new();
+        // the walk ends with the last SEGTAB record: no window reads past it
+        win.stop_at = Some((last.seg, last.off.saturating_add(last.len)));
         loop {
             match self.log.scan_in(seg, off, seq, tmp, &mut win)? {
                 Scan::Rec(h, l) => {

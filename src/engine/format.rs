@@ -860,6 +860,83 @@ impl CpExt {
     }
 }
 
+/// Magic of a checkpoint's twin map ("FFCT").
+pub const CP_TWINS_MAGIC: u32 = 0x5443_4646;
+/// Size of a twin map before its bits.
+pub const CP_TWINS_HDR: usize = 28;
+
+/// Bytes of the twin map of a checkpoint with `chunks` segment-table chunks.
+pub fn cp_twins_len(chunks: u32) -> usize {
+    CP_TWINS_HDR.saturating_add(chunks.div_ceil(8) as usize)
+}
+
+/// The twin map of a checkpoint (format.md section 4), after its extension in the slot: for
+/// each segment-table chunk, whether the SEGTAB record the checkpoint names holds the same
+/// entries as the record checkpoint `prev` names for it. A mount that loads the checkpoint can
+/// then name the previous records again (without rewriting the table) where they are twins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpTwins {
+    /// The checkpoint's sequence (must equal the blob's).
+    pub seq: u64,
+    /// The sequence of the checkpoint the bits compare with (the one before it).
+    pub prev: u64,
+    /// Number of chunks.
+    pub chunks: u32,
+}
+
+impl CpTwins {
+    /// Encode into `out` (at least [`cp_twins_len`] bytes): `twins[i]` non-zero sets bit `i`.
+    pub fn encode(&self, twins: &[u8], out: &mut [u8]) -> Result<()> {
+        let len = cp_twins_len(self.chunks);
+        if twins.len() != self.chunks as usize {
+            return Err(Error::Invalid);
+        }
+        let b = out.get_mut(..len).ok_or(Error::Invalid)?;
+        b.fill(0);
+        {
+            let mut w = Writer::new(b);
+            w.u32(CP_TWINS_MAGIC)?;
+            w.u32(0)?;
+            w.u64(self.seq)?;
+            w.u64(self.prev)?;
+            w.u32(self.chunks)?;
+        }
+        for (i, &t) in twins.iter().enumerate() {
+            if t != 0 {
+                let byte = b.get_mut(CP_TWINS_HDR.saturating_add(i / 8)).ok_or(Error::Invalid)?;
+                *byte |= 1 << (i % 8);
+            }
+        }
+        let crc = crate::engine::crc::crc32c(b);
+        crate::engine::codec::put_u32(b, 4, crc)
+    }
+
+    /// Decode and validate (magic, CRC, `chunks`); `None` when absent or damaged. Returns the
+    /// map and its bits.
+    pub fn decode(b: &[u8], chunks: u32) -> Option<(CpTwins, &[u8])> {
+        let b = b.get(..cp_twins_len(chunks))?;
+        let mut r = Reader::new(b);
+        if r.u32().ok()? != CP_TWINS_MAGIC {
+            return None;
+        }
+        let crc = r.u32().ok()?;
+        let t = CpTwins { seq: r.u64().ok()?, prev: r.u64().ok()?, chunks: r.u32().ok()? };
+        if t.chunks != chunks {
+            return None;
+        }
+        let c = crate::engine::crc::crc32c_update(
+            crate::engine::crc::crc32c_update(crate::engine::crc::crc32c(b.get(..4)?), &[0, 0, 0, 0]),
+            b.get(8..)?,
+        );
+        (c == crc).then_some((t, b.get(CP_TWINS_HDR..)?))
+    }
+
+    /// Bit `i` of `bits` (from [`CpTwins::decode`]).
+    pub fn bit(bits: &[u8], i: usize) -> bool {
+        bits.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+    }
+}
+
 /// The fixed part of a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpHeader {

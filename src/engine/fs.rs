@@ -147,6 +147,9 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) segtab_prev_locs: P::Vec<Loc>,
     /// Per chunk, non-zero when the two records above hold the same entries.
     pub(crate) segtab_twin: P::Vec<u8>,
+    /// Sequence of the checkpoint that names `segtab_locs` (0: none), which the next
+    /// checkpoint's twin map compares with.
+    pub(crate) segtab_seq: u64,
     /// Records the last mount's roll-forward dropped: after a gap in the sequence numbers, of an
     /// incomplete group, or of an inode without an inode record.
     pub(super) dropped: u64,
@@ -624,6 +627,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             segtab_locs: P::Vec::new(),
             segtab_prev_locs: P::Vec::new(),
             segtab_twin: P::Vec::new(),
+            segtab_seq: 0,
             dropped: 0,
             replay_ok_ino: 0,
             damage: None,

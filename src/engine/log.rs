@@ -95,12 +95,15 @@ pub struct ScanWindow<P: Platform> {
     buf: P::Vec<u8>,
     /// The last window that could not be read (segment, end): not tried again before it.
     failed: Option<(u32, u32)>,
+    /// Where the scan ends, when the caller knows it (segment, offset): no window reaches
+    /// past it in that segment.
+    pub stop_at: Option<(u32, u32)>,
 }
 
 impl<P: Platform> ScanWindow<P> {
     /// An empty window (allocates nothing until it is used).
     pub fn new() -> Self {
-        ScanWindow { seg: NO_SEG, start: 0, size: 0, buf: P::Vec::new(), failed: None }
+        ScanWindow { seg: NO_SEG, start: 0, size: 0, buf: P::Vec::new(), failed: None, stop_at: None }
     }
 }
 
@@ -1561,6 +1564,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             .min(u64::from(self.geo.segment_size));
         for h in self.heads.iter().filter(|h| h.seg == seg && !h.buf.is_empty()) {
             stop = stop.min(u64::from(h.buf_start));
+        }
+        if let Some((_, at)) = w.stop_at.filter(|&(s, _)| s == seg) {
+            // up to the end of the write unit holding the scan's end (never below the request)
+            stop = stop.min(u64::from(at).div_ceil(u64::from(wu)).saturating_mul(u64::from(wu)).max(end));
         }
         if let Some(sh) = self.shadow.as_ref().filter(|sh| sh.seg == seg && !sh.buf.is_empty()) {
             stop = stop.min(u64::from(sh.start));

@@ -53,14 +53,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // 1. newest valid checkpoint
         let slots = self.slots_per_area();
         let slot_size = u64::from(self.sb.cp_slot_size);
-        // Only the blob's own length (and its extension, when the slot has room for one) is
-        // read (validated against the slot size at mount), in a heap buffer (MTD drivers may
-        // DMA into it).
-        let blob_len = usize::try_from(Self::cp_blob_len(self.sb.segment_count)).map_err(|_| Error::BadFormat)?;
-        let blob_len = blob_len
-            .saturating_add(crate::engine::format::CP_EXT_SIZE)
-            .min(usize::try_from(slot_size).map_err(|_| Error::BadFormat)?)
-            .max(blob_len);
+        // Only the blob's own length (and its extension, when the slot has room for one, and
+        // the twin map, when it fits in the same write units) is read (validated against the
+        // slot size at mount), in a heap buffer (MTD drivers may DMA into it).
+        let blob_len = self.cp_load_len()?;
         let mut blob = P::Vec::new();
         blob.try_resize(blob_len.max(CP_HDR_SIZE), 0u8)?;
         // One pass over the slots collects the candidate headers; the newest are then
@@ -155,6 +151,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                         if end % ss != 0 {
                             *t = (seg, (end % ss) as u32);
                         }
+                    }
+                    if !fallback {
+                        // the previous checkpoint's twins of this one's SEGTAB records
+                        self.load_prev_segtab(&h, blob.as_slice(), cands.as_slice());
                     }
                     if fallback {
                         // (0: the newer checkpoint's header itself is unreadable)
@@ -342,6 +342,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.segtab_locs.clear();
         self.segtab_prev_locs.clear();
         self.segtab_twin.clear();
+        self.segtab_seq = 0;
         self.dropped = 0;
         self.damage = None;
         self.replay_ok_ino = 0;

@@ -6,7 +6,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    get_seginfo, put_seginfo, rtype, segstate, CpHeader, Key, Loc, SegInfo, CP_HDR_SIZE, HEAD_META,
+    get_seginfo, put_seginfo, rtype, segstate, CpHeader, CpTwins, Key, Loc, SegInfo, CP_HDR_SIZE, HEAD_META,
     NO_SEG, REC_HDR, SEGINFO_SIZE, SEGTAB_ENTRIES,
 };
 use crate::engine::fs::Engine;
@@ -198,6 +198,13 @@ impl<P: Platform> SegTable<P> {
         }
     }
 
+    /// Mark chunk `i` changed.
+    pub fn mark_changed(&mut self, i: usize) {
+        if let Some(c) = self.changed.as_mut_slice().get_mut(i) {
+            *c = 1;
+        }
+    }
+
     /// Mark every chunk changed (`true`) or unchanged.
     pub fn set_changed(&mut self, on: bool) {
         for c in self.changed.as_mut_slice() {
@@ -209,7 +216,11 @@ impl<P: Platform> SegTable<P> {
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Load the segment table of checkpoint `cp` (blob `blob`) from the SEGTAB records it
     /// names; pin their segments until the next checkpoint, mark the heads' segments full, and
-    /// flag the segments already dead at this checkpoint (`SEG_DEAD_CP`).
+    /// flag the segments already dead at this checkpoint (`SEG_DEAD_CP`). A chunk is marked
+    /// changed only where the table in RAM differs from the record loaded (the next checkpoint
+    /// writes what changed since this one, see [`Engine::write_segtab`]). Records that lie
+    /// back to back in a segment are read together (one flash read of up to
+    /// [`crate::engine::log::SCAN_WINDOW`] bytes), so each page of the table is read once.
     pub(super) fn load_segtab(&mut self, cp: &CpHeader, blob: &[u8]) -> Result<()> {
         let chunks = crate::engine::format::segtab_chunks(cp.seg_count);
         let mut locs: P::Vec<Loc> = P::Vec::new();
@@ -221,17 +232,61 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         let mut segs: P::Vec<SegInfo> = P::Vec::new();
         let mut rec = P::Vec::new();
-        for (i, l) in (0..chunks).zip(locs.as_slice().iter()) {
-            let h = self.log.read_record(*l, &mut rec)?;
+        // the bytes of the current run of records: (segment, start, end) and the bytes
+        let mut span: P::Vec<u8> = P::Vec::new();
+        let mut span_at: (u32, u32, u32) = (NO_SEG, 0, 0);
+        // chunks whose entries are not loaded as recorded (an open segment becomes full, RAM
+        // flags are dropped): written again by the next checkpoint
+        let mut differs: P::Vec<u32> = P::Vec::new();
+        let wu = self.sb.write_unit.max(1);
+        for i in 0..chunks {
+            let l = *locs.as_slice().get(i as usize).ok_or(Error::Corrupt)?;
+            let end = l.off.checked_add(l.len).ok_or(Error::Corrupt)?;
+            if !(span_at.0 == l.seg && l.off >= span_at.1 && end <= span_at.2) {
+                // A new window, of whole write units: this record and those that follow it back
+                // to back. The write unit the last window ended in is not read again.
+                let mut run_end = end;
+                let ws = l.off.saturating_sub(l.off % wu);
+                for n in locs.as_slice().get(i as usize + 1..).unwrap_or(&[]) {
+                    let n_end = n.off.saturating_add(n.len);
+                    if n.seg != l.seg || n.off < run_end || n.off.saturating_sub(run_end) >= wu || u64::from(n_end.saturating_sub(ws)) > crate::engine::log::SCAN_WINDOW {
+                        break;
+                    }
+                    run_end = n_end;
+                }
+                let we = run_end.div_ceil(wu).saturating_mul(wu).min(self.sb.segment_size);
+                // kept from the last window: [ws, keep_end)
+                let keep = span_at.0 == l.seg && ws >= span_at.1 && ws < span_at.2 && span_at.2 < we;
+                let keep_end = if keep { span_at.2 } else { ws };
+                if keep {
+                    let from = ws.saturating_sub(span_at.1) as usize;
+                    span.as_mut_slice().copy_within(from.., 0);
+                }
+                span.truncate(keep_end.saturating_sub(ws) as usize);
+                span_at = (NO_SEG, 0, 0);
+                if end <= we && span.try_resize(we.saturating_sub(ws) as usize, 0).is_ok() {
+                    let fresh = span.as_mut_slice().get_mut(keep_end.saturating_sub(ws) as usize..).ok_or(Error::Corrupt)?;
+                    self.log.read_span(l.seg, keep_end, fresh)?;
+                    span_at = (l.seg, ws, we);
+                }
+            }
+            let bytes: &[u8] = if span_at.0 == l.seg && l.off >= span_at.1 && end <= span_at.2 {
+                span.as_slice().get(l.off.saturating_sub(span_at.1) as usize..end.saturating_sub(span_at.1) as usize).ok_or(Error::Corrupt)?
+            } else {
+                self.log.read_record(l, &mut rec)?;
+                rec.as_slice()
+            };
+            let h = self.log.check_record(bytes, l)?;
             if h.rtype != rtype::SEGTAB || h.key != Key::new(0, 0, u64::from(i)) {
                 return Err(Error::Corrupt);
             }
-            let mut r = Reader::new(rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?);
+            let mut r = Reader::new(bytes.get(REC_HDR..).ok_or(Error::Corrupt)?);
             let first = r.u32()?;
             let count = u32::from(r.u16()?);
             if first != i.saturating_mul(SEGTAB_ENTRIES) || count > SEGTAB_ENTRIES {
                 return Err(Error::Corrupt);
             }
+            let mut same = true;
             for _ in 0..count {
                 let mut si = get_seginfo(&mut r)?;
                 if si.state > segstate::META || si.live > self.sb.segment_size {
@@ -239,17 +294,28 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 if si.state == segstate::OPEN {
                     si.state = segstate::FULL;
+                    same = false;
+                }
+                if si.flags & SEG_RAM_FLAGS != 0 {
+                    si.flags &= !SEG_RAM_FLAGS;
+                    same = false;
                 }
                 segs.try_push(si)?;
             }
+            if !same {
+                differs.try_push(i)?;
+            }
         }
+        drop(span);
         if segs.len() != cp.seg_count as usize {
             return Err(Error::Corrupt);
         }
-        for si in segs.as_mut_slice() {
-            si.flags &= !SEG_RAM_FLAGS;
-        }
         self.log.segs.replace(segs)?;
+        // from here on every change goes through `SegTable::get_mut`, which marks its chunk
+        self.log.segs.set_changed(false);
+        for &i in differs.as_slice() {
+            self.log.segs.mark_changed(i as usize);
+        }
         self.log.reset_open();
         for l in locs.as_slice() {
             let mut si = self.log.seg_mut(l.seg)?;
@@ -259,6 +325,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             si.flags |= SEG_PINNED;
         }
         self.segtab_locs = locs;
+        self.segtab_seq = cp.seq;
+        // the previous checkpoint's records are not known (yet: see `Engine::load_prev_segtab`)
         self.segtab_prev_locs.clear();
         self.segtab_twin.clear();
         // the heads' segments may have been opened after the table was captured
@@ -279,9 +347,57 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 si.flags |= SEG_DEAD_CP;
             }
         }
-        // every chunk is written again by the next checkpoint (the mount's)
-        self.log.segs.set_changed(true);
         Ok(())
+    }
+
+    /// After checkpoint `cp` (blob `blob`, the newest on the medium, not a fallback) was
+    /// loaded: its twin map says which of its SEGTAB records hold the same entries as those of
+    /// the checkpoint before it (`prev`); that checkpoint's blob (among the valid slots found,
+    /// `cands`: sequence, area, slot) names them. With both, the next checkpoint (the mount's)
+    /// names those records again for the chunks that did not change since `cp`, as a
+    /// checkpoint after `cp` in the same session would have, instead of writing the whole
+    /// table. Best effort: without a map (an older engine, no room in the slot), the previous
+    /// blob, or memory, the next checkpoint writes every chunk as before.
+    ///
+    /// The previous checkpoint's records are still on the medium: their segments died at `cp`
+    /// at the earliest (pinned until then, see [`Engine::pin_segtab`]) and only a checkpoint
+    /// after `cp` frees such segments; a mount from `cp` means none was written, or one was and
+    /// it (or a slot after `cp`) does not read back, which makes the mount a fallback.
+    pub(super) fn load_prev_segtab(&mut self, cp: &CpHeader, blob: &[u8], cands: &[(u64, u8, u32)]) {
+        let chunks = crate::engine::format::segtab_chunks(cp.seg_count);
+        let Some(at) = self.cp_twins_at() else { return };
+        let Some((map, bits)) = blob.get(at..).and_then(|b| CpTwins::decode(b, chunks)) else { return };
+        if map.seq != cp.seq || map.prev >= cp.seq || self.segtab_locs.len() != chunks as usize {
+            return;
+        }
+        let Some(&(_, area, slot)) = cands.iter().find(|c| c.0 == map.prev) else { return };
+        let mut pb: P::Vec<u8> = P::Vec::new();
+        let len = CP_HDR_SIZE.saturating_add((chunks as usize).saturating_mul(Loc::SIZE));
+        if pb.try_resize(len, 0).is_err() {
+            return;
+        }
+        let off = u64::from(slot).saturating_mul(u64::from(self.sb.cp_slot_size));
+        if self.cp_read(usize::from(area), off, pb.as_mut_slice()).is_err() {
+            return;
+        }
+        match self.validate_cp(pb.as_slice()) {
+            Ok(h) if h.seq == map.prev && h.seg_count == cp.seg_count => {}
+            _ => return,
+        }
+        let (mut prev, mut twin): (P::Vec<Loc>, P::Vec<u8>) = (P::Vec::new(), P::Vec::new());
+        let mut r = Reader::new(pb.as_slice().get(CP_HDR_SIZE..).unwrap_or(&[]));
+        for i in 0..chunks as usize {
+            let Ok(l) = Loc::get(&mut r) else { return };
+            // never the record the loaded checkpoint names itself, and only in a segment the
+            // loaded table has in use (nothing may allocate it before the records are named)
+            let in_use = self.log.seg(l.seg).is_ok_and(|s| s.state == segstate::FULL);
+            let t = CpTwins::bit(bits, i) && in_use && self.segtab_locs.as_slice().get(i).is_some_and(|&n| n != l);
+            if prev.try_push(l).is_err() || twin.try_push(u8::from(t)).is_err() {
+                return;
+            }
+        }
+        self.segtab_prev_locs = prev;
+        self.segtab_twin = twin;
     }
 
     /// Capture the segment table (entries as [`table_entry`] records them) and write it as
@@ -375,8 +491,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// the newest checkpoint's records become the previous ones, and only the segments holding
     /// the new checkpoint's records are pinned (never freed or moved by the GC). The others go
     /// through `SEG_DEAD_CP` like any segment, so the previous checkpoint's records stay
-    /// until the next checkpoint.
-    pub(super) fn pin_segtab(&mut self, locs: &mut P::Vec<Loc>, twins: &mut P::Vec<u8>) {
+    /// until the next checkpoint. `seq` is the new checkpoint's sequence.
+    pub(super) fn pin_segtab(&mut self, locs: &mut P::Vec<Loc>, twins: &mut P::Vec<u8>, seq: u64) {
+        self.segtab_seq = seq;
         // prev <- newest, newest <- new; `locs` gets the previous checkpoint's (unreferenced)
         core::mem::swap(&mut self.segtab_prev_locs, &mut self.segtab_locs);
         core::mem::swap(&mut self.segtab_locs, locs);
@@ -389,6 +506,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         for l in self.segtab_locs.as_slice() {
             if let Ok(mut s) = self.log.segs.get_mut(l.seg) {
                 s.flags |= SEG_PINNED;
+                // a mark "dead at the previous checkpoint" set before this pin is stale: the
+                // segment may be freed only once a checkpoint that no longer names it was
+                // written (it then becomes the previous one, the fallback, which still does),
+                // so the count starts again when the pin is released
+                s.flags &= !SEG_DEAD_CP;
             }
         }
     }
