@@ -296,6 +296,9 @@ pub struct CheapConfig {
     /// flush of the log heads (`false`: an fsync's work; the engine still checkpoints when its
     /// replay window fills). An experiment for the kernel layer, not what it does.
     pub periodic_checkpoint: bool,
+    /// The replay window (`MountOptions::checkpoint_log_bytes`; the kernel's on a block device:
+    /// [`BLOCK_REPLAY_WINDOW`]).
+    pub replay_window: u64,
     /// Simulated milliseconds of CPU (system call, page cache, engine) per user write and per
     /// fsync, added to the clock the background thread runs by (0: device time only).
     pub call_ms: f64,
@@ -306,7 +309,7 @@ pub struct CheapConfig {
 impl CheapConfig {
     /// The rig's quick profile.
     pub fn rig(seed: u64) -> Self {
-        CheapConfig { device_mib: 256, file_fraction: 0.5, amounts: [2 * MIB, 8 * MIB, 256 << 10], gap_seconds: 2, background: true, commit_seconds: COMMIT_TICKS, periodic_checkpoint: true, call_ms: 0.0, seed }
+        CheapConfig { device_mib: 256, file_fraction: 0.5, amounts: [2 * MIB, 8 * MIB, 256 << 10], gap_seconds: 2, background: true, commit_seconds: COMMIT_TICKS, periodic_checkpoint: true, replay_window: BLOCK_REPLAY_WINDOW, call_ms: 0.0, seed }
     }
 }
 
@@ -466,7 +469,7 @@ fn block(rng: &mut Rng) -> Vec<u8> {
 }
 
 /// Formats and mounts the rig's ferrofs-mtdblock on a fresh simulator.
-pub fn fresh(device_mib: u32, seed: u64) -> Result<CFs> {
+pub fn fresh(device_mib: u32, replay_window: u64, seed: u64) -> Result<CFs> {
     let segs = (u64::from(device_mib) * MIB / ERASE_BLOCK) as u32;
     let mut cfg = BlockConfig::with_layout(4096, ERASE_BLOCK as u32, segs);
     cfg.preferred_write = 16384;
@@ -474,13 +477,13 @@ pub fn fresh(device_mib: u32, seed: u64) -> Result<CFs> {
     let sim = BlockSim::new(cfg).map_err(|e| BenchError::Sim(e.to_string()))?;
     let fo = FormatOptions { open_segments: Some(2), ..FormatOptions::default() };
     let dev = CFs::format(MtdBlock::new(sim), &fo, now(0)).map_err(|(e, _)| BenchError::Engine("format", e))?;
-    let mo = MountOptions { checkpoint_log_bytes: BLOCK_REPLAY_WINDOW, ..MountOptions::default() };
+    let mo = MountOptions { checkpoint_log_bytes: replay_window, ..MountOptions::default() };
     CFs::mount(dev, mo).map_err(|(e, _)| BenchError::Engine("mount", e))
 }
 
 /// Runs the layout and the three forms.
 pub fn run_cheap(cfg: &CheapConfig, log: &mut dyn FnMut(&str)) -> Result<CheapResult> {
-    let fs = fresh(cfg.device_mib, cfg.seed)?;
+    let fs = fresh(cfg.device_mib, cfg.replay_window, cfg.seed)?;
     let mut st = St { fs, ino: 0, op: 1, bg_at: 0.0, bg_ticks: 0, bg_seq: 0, background: cfg.background, commit: cfg.commit_seconds.max(1), periodic_checkpoint: cfg.periodic_checkpoint, ckpt_by_ctx: [0; 5], idle_total: 0.0, calls: 0, call_s: cfg.call_ms / 1e3 };
     st.bg_seq = st.fs.log_seq();
     let args = CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 };
@@ -588,7 +591,7 @@ fn flush_dirty(st: &mut St, dirty: &mut std::collections::BTreeMap<u64, Vec<u8>>
 /// The results as Markdown.
 pub fn cheap_markdown(r: &CheapResult) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## Cheap-FTL model: ferrofs-mtdblock (128 KiB segments, 2 open) on mtdblock over {} MiB\n", r.config.device_mib);
+    let _ = writeln!(s, "## Cheap-FTL model: ferrofs-mtdblock (128 KiB segments, 2 open, {} KiB replay window) on mtdblock over {} MiB\n", r.config.replay_window >> 10, r.config.device_mib);
     let _ = writeln!(s, "| Figure | {} |", r.forms.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(r.forms.len()));
     let row = |s: &mut String, name: &str, f: &dyn Fn(&FormResult) -> String| {

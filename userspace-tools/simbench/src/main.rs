@@ -108,6 +108,9 @@ struct Cli {
     /// experiment: the kernel checkpoints).
     #[arg(long)]
     periodic_flush: bool,
+    /// Cheap FTL: the replay window in KiB (0: the kernel's 8 MiB on a block device).
+    #[arg(long, default_value_t = 0)]
+    replay_window_kib: u64,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -193,6 +196,9 @@ fn cheap_main(cli: &Cli) -> ExitCode {
     cfg.commit_seconds = cli.commit;
     cfg.call_ms = cli.call_ms;
     cfg.periodic_checkpoint = !cli.periodic_flush;
+    if cli.replay_window_kib > 0 {
+        cfg.replay_window = cli.replay_window_kib << 10;
+    }
     cfg.background = !cli.no_background;
     let r = ferrofs_simbench::cheapftl::run_cheap(&cfg, &mut |l| eprintln!("{l}"));
     match publish(cli, r, ferrofs_simbench::cheapftl::cheap_markdown) {
