@@ -95,3 +95,23 @@ fn small_run_of_the_forms_is_sane() {
     // buffered: at least one write-back per erase block of log written
     assert!(buf.dev.writebacks >= buf.engine_programmed / ERASE_BLOCK, "{buf:?}");
 }
+
+/// An fsync after every write costs mtdblock one erase-block rewrite per fsync when no
+/// checkpoint falls in between (no background thread here): the fsync's flush pads to the
+/// segment's end when no data record would fit after it, so the next record does not dirty the
+/// flushed block again. Without that (the padding written by the next record's write), an fsync
+/// that crosses a segment end costs two.
+#[test]
+fn sync1_costs_one_rewrite_per_fsync_without_checkpoints() {
+    let mut cfg = CheapConfig::rig(5);
+    cfg.device_mib = 32;
+    cfg.background = false;
+    for (sync16, sync1) in [(256u64 << 10, 512u64 << 10), (300 << 10, 512 << 10), (1 << 20, 1 << 20)] {
+        cfg.amounts = [sync16, 1 << 20, sync1];
+        let r = run_cheap(&cfg, &mut |_| {}).expect("run");
+        assert!(r.fsck_clean);
+        let s1 = &r.forms[2];
+        assert_eq!(s1.checkpoints, 0, "{s1:?}");
+        assert_eq!(s1.dev.writebacks, s1.fsyncs, "sync16 {sync16}, sync1 {sync1}: {s1:?}");
+    }
+}
