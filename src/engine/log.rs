@@ -1132,7 +1132,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         let wu = self.wu();
         let room = (BLOCK_SIZE.saturating_add(REC_HDR as u32)).div_ceil(wu).saturating_mul(wu);
-        if ss - target < room {
+        if ss.saturating_sub(target) < room {
             ss
         } else {
             target
