@@ -1118,7 +1118,28 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let unit_end = pos.saturating_add(rem);
         let align = self.pad_align();
         let target = unit_end.div_ceil(align).saturating_mul(align).min(ss).max(unit_end);
-        (rem, (target - unit_end) / wu)
+        let target = self.tail_target(target);
+        (rem, target.saturating_sub(unit_end) / wu)
+    }
+
+    /// Where a flush that would end at `target` ends: there, or on a block device the end of
+    /// the segment when less room than one data block's record would be left after `target`.
+    /// No data block fits there, so the next data record would close the segment with padding
+    /// anyway, after the flush: on a cheap FTL that caches one erase block (mtdblock) that
+    /// padding dirties the flushed block again and costs it one more rewrite. Written in the
+    /// flush, the padding goes back in the same rewrite.
+    fn tail_target(&self, target: u32) -> u32 {
+        let ss = self.geo.segment_size;
+        if self.geo.kind != FlashKind::Block || target >= ss {
+            return target;
+        }
+        let wu = self.wu();
+        let room = (BLOCK_SIZE.saturating_add(REC_HDR as u32)).div_ceil(wu).saturating_mul(wu);
+        if ss.saturating_sub(target) < room {
+            ss
+        } else {
+            target
+        }
     }
 
     fn flush_head_inner(&mut self, h: usize, sync: bool) -> Result<()> {
@@ -1138,8 +1159,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
             // the SYNC marker needs a record: one more flush boundary's worth of padding
             let unit_end = u64::from(pos) + u64::from(rem);
             let align = u64::from(self.pad_align());
-            let more = align.min(u64::from(self.geo.segment_size).saturating_sub(unit_end)) / u64::from(wu);
-            units = more as u32;
+            let more = align.min(u64::from(self.geo.segment_size).saturating_sub(unit_end));
+            let end = self.tail_target(unit_end.saturating_add(more).min(u64::from(u32::MAX)) as u32);
+            units = u64::from(end).saturating_sub(unit_end) as u32 / wu;
         }
         // the last PAD written carries the SYNC mark
         let total_pads = u32::from(first_pad).saturating_add(units);

@@ -14,6 +14,7 @@
 //! mainly show how much work recovery does; the bytes read at mount are the figure that
 //! carries over to real flash.
 
+pub mod cheapftl;
 pub mod dirty;
 pub mod footprint;
 pub mod meta;

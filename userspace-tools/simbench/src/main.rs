@@ -88,6 +88,29 @@ struct Cli {
     /// Mount scale: MountOptions::checkpoint_log_bytes in KiB (0: the engine's default).
     #[arg(long, default_value_t = 0)]
     checkpoint_log_kib: u64,
+    /// Only the cheap-FTL model of `make bench`'s randwrite forms (issue 13): ferrofs's block
+    /// backend on a model of mtdblock (one cached 128 KiB erase block, written back at a block
+    /// switch and at every flush) over a 256 MiB device (--device-mib): per form the write-backs
+    /// (NAND erases), flushes, engine bytes and checkpoints.
+    #[arg(long)]
+    cheap_ftl: bool,
+    /// Cheap FTL: idle simulated seconds before each form (the background thread runs).
+    #[arg(long, default_value_t = 2)]
+    gap_seconds: u32,
+    /// Cheap FTL: seconds between the background thread's periodic checkpoints (commit=).
+    #[arg(long, default_value_t = 5)]
+    commit: u32,
+    /// Cheap FTL: simulated milliseconds of CPU per user write and per fsync (the clock of the
+    /// background thread; 0: device time only).
+    #[arg(long, default_value_t = 0.0)]
+    call_ms: f64,
+    /// Cheap FTL: the background thread's periodic work only flushes the log heads (an
+    /// experiment: the kernel checkpoints).
+    #[arg(long)]
+    periodic_flush: bool,
+    /// Cheap FTL: the replay window in KiB (0: the kernel's 8 MiB on a block device).
+    #[arg(long, default_value_t = 0)]
+    replay_window_kib: u64,
     /// Exit non-zero when a sanity check fails (WA < 1, ENOSPC, lost fsynced data, replay after clean unmount).
     #[arg(long)]
     strict: bool,
@@ -97,6 +120,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.dirty_fill {
         return dirty_main(&cli);
+    }
+    if cli.cheap_ftl {
+        return cheap_main(&cli);
     }
     if cli.footprint {
         return footprint_main(&cli);
@@ -159,6 +185,30 @@ fn write_json<T: serde::Serialize>(path: Option<&std::path::Path>, value: &T) ->
     let Some(p) = path else { return Ok(()) };
     let txt = serde_json::to_string_pretty(value).map_err(|e| format!("JSON: {e}"))?;
     std::fs::write(p, txt + "\n").map_err(|e| format!("writing {}: {e}", p.display()))
+}
+
+fn cheap_main(cli: &Cli) -> ExitCode {
+    let mut cfg = ferrofs_simbench::cheapftl::CheapConfig::rig(cli.seed);
+    if let Some(d) = cli.device_mib {
+        cfg.device_mib = d;
+    }
+    cfg.gap_seconds = cli.gap_seconds;
+    cfg.commit_seconds = cli.commit;
+    cfg.call_ms = cli.call_ms;
+    cfg.periodic_checkpoint = !cli.periodic_flush;
+    if cli.replay_window_kib > 0 {
+        cfg.replay_window = cli.replay_window_kib << 10;
+    }
+    cfg.background = !cli.no_background;
+    let r = ferrofs_simbench::cheapftl::run_cheap(&cfg, &mut |l| eprintln!("{l}"));
+    match publish(cli, r, ferrofs_simbench::cheapftl::cheap_markdown) {
+        Some(r) if r.fsck_clean => ExitCode::SUCCESS,
+        Some(_) => {
+            eprintln!("ferrofs-simbench: fsck found problems after the cheap-FTL forms");
+            ExitCode::FAILURE
+        }
+        None => ExitCode::FAILURE,
+    }
 }
 
 fn footprint_main(cli: &Cli) -> ExitCode {
