@@ -62,8 +62,9 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("dev_max_open_segments"),
 ];
 
-/// The background thread: every second, background GC (`gc=on`), a checkpoint every
-/// `commit=` seconds when anything was logged, and the statistics. It sleeps in the freezer
+/// The background thread: every second, background GC (`gc=on`), a commit every `commit=`
+/// seconds when anything was logged (a checkpoint on MTD, the log heads flushed on a block
+/// device: `Engine::commit`), and the statistics. It sleeps in the freezer
 /// during system suspend; unmount and remount read-only stop it (at once: see
 /// `KthreadCtx::sleep`).
 struct Bg;
@@ -84,8 +85,10 @@ impl SbThread for Bg {
                 continue;
             }
             if ticks >= info.opts.commit && fs.log_seq() != last_seq {
-                if let Err(e) = fs.sync() {
-                    pr_err!("{}: periodic checkpoint failed: {:?}\n", info.dev, e);
+                // a checkpoint on MTD; on a block device the log heads flushed unless a
+                // checkpoint is due (`Engine::commit`)
+                if let Err(e) = fs.commit() {
+                    pr_err!("{}: periodic commit failed: {:?}\n", info.dev, e);
                 }
                 last_seq = fs.log_seq();
                 ticks = 0;

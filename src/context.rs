@@ -16,7 +16,7 @@ use crate::super_::{fill_super_bdev, fill_super_mtd};
 /// Mount options.
 #[derive(Clone, Copy)]
 pub(crate) struct MountOpts {
-    /// Seconds between periodic checkpoints (`commit=`).
+    /// Seconds between periodic commits (`commit=`, `Engine::commit`).
     pub(crate) commit: u32,
     /// Whether background GC runs (`gc=on|off`).
     pub(crate) gc: bool,

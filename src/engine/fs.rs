@@ -653,6 +653,34 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.checkpoint()
     }
 
+    /// The periodic commit (the kernel's background thread, every `commit=` seconds): make
+    /// everything logged durable. On raw flash that is a checkpoint, which keeps the log a mount
+    /// after a cut reads short. On a block device a checkpoint costs a device flush and, on a
+    /// cheap FTL, rewrites of the erase blocks it interrupts, while reading the log back is
+    /// cheap: there the log heads are flushed as `fsync` does, and a checkpoint is taken only
+    /// when one is due anyway (the replay window or the dirty index limit reached, a head
+    /// without its chain, a failed program). Returns whether it checkpointed.
+    pub fn commit(&mut self) -> Result<bool> {
+        if self.opts.read_only {
+            return Ok(false);
+        }
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        let block = self.log.flash.geometry().kind == FlashKind::Block;
+        if !block || self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg() {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        self.log.flush_all()?;
+        if self.log.has_failed_seg() {
+            // a program failed while writing out: relocate and make everything durable
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Checkpoint and give the medium back (read-only mounts write nothing).
     pub fn unmount(mut self) -> core::result::Result<F, (Error, F)> {
         if self.opts.read_only {
