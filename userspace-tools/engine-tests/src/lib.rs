@@ -977,3 +977,20 @@ pub mod crashload {
         diffs
     }
 }
+
+/// The places (segment, offset) of the SEGTAB records the newest checkpoint names, as the
+/// engine's `checkpoint_metadata` reports them (every record that reads as a SEGTAB record
+/// there), on a RamFlash of `seg_size`-byte segments.
+pub fn named_segtab_places(fs: &mut Fs, seg_size: usize) -> std::collections::BTreeSet<(u32, u32)> {
+    let mut places = Vec::new();
+    fs.checkpoint_metadata(&mut |s, o, l| places.push((s, o, l))).unwrap();
+    let raw = fs.flash().raw();
+    places
+        .iter()
+        .filter(|&&(s, o, _)| {
+            let r = &raw[s as usize * seg_size + o as usize..];
+            r[0..2] == [0xA5, 0xF5] && r[2] == 9
+        })
+        .map(|&(s, o, _)| (s, o))
+        .collect()
+}

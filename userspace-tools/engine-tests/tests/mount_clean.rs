@@ -49,17 +49,7 @@ fn image(segments: u32) -> (RamFlash, BTreeSet<(u32, u32)>) {
 
 /// The places of the SEGTAB records the newest checkpoint names.
 fn named(fs: &mut Fs) -> BTreeSet<(u32, u32)> {
-    let mut places = Vec::new();
-    fs.checkpoint_metadata(&mut |s, o, l| places.push((s, o, l))).unwrap();
-    let raw = fs.flash().raw();
-    places
-        .iter()
-        .filter(|&&(s, o, _)| {
-            let r = &raw[s as usize * SEG as usize + o as usize..];
-            r[0..2] == [0xA5, 0xF5] && r[2] == 9
-        })
-        .map(|&(s, o, _)| (s, o))
-        .collect()
+    ferrofs_engine_tests::named_segtab_places(fs, SEG as usize)
 }
 
 /// On 40 chunks of segment table (main at e5f6d2e: the mount programmed 151 040 bytes there,

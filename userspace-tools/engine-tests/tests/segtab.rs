@@ -218,17 +218,7 @@ fn named_twins_survive_an_area_scrub_and_fall_back_page_by_page() {
 /// The segments holding the SEGTAB records the newest checkpoint names, as the engine's
 /// `checkpoint_metadata` reports them (every record that reads as a SEGTAB record there).
 fn named_segtab_segments(fs: &mut Fs, seg_size: usize) -> BTreeSet<u32> {
-    let mut places = Vec::new();
-    fs.checkpoint_metadata(&mut |s, o, l| places.push((s, o, l))).unwrap();
-    let raw = fs.flash().raw();
-    places
-        .iter()
-        .filter(|&&(s, o, _)| {
-            let r = &raw[s as usize * seg_size + o as usize..];
-            r[0..2] == [0xA5, 0xF5] && r[2] == 9
-        })
-        .map(|&(s, _, _)| s)
-        .collect()
+    ferrofs_engine_tests::named_segtab_places(fs, seg_size).into_iter().map(|(s, _)| s).collect()
 }
 
 /// The previous checkpoint is the fallback of the newest: no segment holding a SEGTAB record
