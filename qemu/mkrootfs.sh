@@ -68,16 +68,21 @@ debian_tarball() {
   key="$(debian_key)"
   tar="$FERROFS_CACHE/rootfs-debian-$key.tar"
   if [ -f "$tar" ]; then echo "mkrootfs: cached Debian userland $tar" >&2; echo "$tar"; return 0; fi
+  # Anything else at that path (a directory left by an older mkrootfs that let mmdebstrap choose
+  # the format from the name) is not a userland: remove it and build again.
+  rm -rf "$tar" "$tar.tmp"
   mkdir -p "$FERROFS_CACHE"
   echo "mkrootfs: building a Debian $SUITE userland with mmdebstrap from ${srcs[*]} (cached as $tar)" >&2
   local t0=$SECONDS
-  if ! mmdebstrap --quiet "${RECIPE[@]}" "$SUITE" "$tar.tmp" "${srcs[@]}" >&2; then
-    rm -f "$tar.tmp"; return 1
+  # --format=tar: the name ends in .tmp, from which mmdebstrap would choose a directory.
+  if ! mmdebstrap --quiet --format=tar "${RECIPE[@]}" "$SUITE" "$tar.tmp" "${srcs[@]}" >&2; then
+    rm -rf "$tar.tmp"; return 1
   fi
+  [ -f "$tar.tmp" ] || { echo "mkrootfs: mmdebstrap did not write a tarball at $tar.tmp" >&2; rm -rf "$tar.tmp"; return 1; }
   mv "$tar.tmp" "$tar"
   echo "mkrootfs: Debian userland built in $((SECONDS - t0)) s ($(du -h "$tar" | cut -f1))" >&2
   # Older userlands (other inputs) can never be used again.
-  find "$FERROFS_CACHE" -maxdepth 1 -name 'rootfs-debian-*.tar' ! -path "$tar" -delete 2>/dev/null || true
+  find "$FERROFS_CACHE" -maxdepth 1 -name 'rootfs-debian-*.tar' ! -path "$tar" -exec rm -rf {} + 2>/dev/null || true
   echo "$tar"
 }
 

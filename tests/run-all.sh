@@ -35,10 +35,15 @@ abort() {
 # add_line "LABEL: N passed, N failed" [DETAIL]: add the counts (a missing line counts as one
 # failure); a line with failures is kept for the summary, with DETAIL (which suites failed).
 add_line() {
-  local line="$1" f
-  [ -n "$line" ] || line="$step_name: 0 passed, 1 failed (no result line)"
-  f=$(awk '{print $4}' <<<"$line")
-  passed=$((passed + $(awk '{print $2}' <<<"$line"))); failed=$((failed + f))
+  local line="$1" p f
+  [ -n "$line" ] || line="0 passed, 1 failed (no result line)"
+  # The counts are the numbers before "passed," and "failed" (a label may hold spaces).
+  if [[ "$line" =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+    p=${BASH_REMATCH[1]}; f=${BASH_REMATCH[2]}
+  else
+    p=0; f=1; line="unreadable result line: $line"
+  fi
+  passed=$((passed + p)); failed=$((failed + f))
   [ "$f" -eq 0 ] || failures+=("$step_name: $line${2:+ [$2]}")
 }
 
