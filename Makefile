@@ -54,12 +54,15 @@ clean:
 # per 16 writes, buffered under a 4 MiB dirty limit, and an fsync per write, each target met or not.
 #   make bench       quick profile (a few minutes): bench/results/<date>-<commit>-quick/
 #   make bench-full  full profile (the published numbers, about an hour)
+#   TARGETS="ferrofs ext4 ubifs" and EXPERIMENTS="meta mount mount-powercut" narrow either run
+#   (experiment names as in status.txt; the results folder's name ends with them)
 .PHONY: bench bench-full
+BENCH_NARROW = $(if $(TARGETS),--targets "$(TARGETS)") $(if $(EXPERIMENTS),--experiments "$(EXPERIMENTS)")
 bench: initramfs
-	tests/bench/run-bench.sh --quick
+	tests/bench/run-bench.sh --quick $(BENCH_NARROW)
 
 bench-full: initramfs
-	tests/bench/run-bench.sh --full
+	tests/bench/run-bench.sh --full $(BENCH_NARROW)
 
 # Crash-point enumeration, every cut point of every workload, torn and not, recoveries cut too
 # (userspace-tools/engine-tests): crash_ace.rs (ACE-style: every one- and two-operation workload

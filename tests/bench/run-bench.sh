@@ -9,6 +9,10 @@
 #             to 50/80/90 %, 100 000-write latency, 60 s GC run (about an hour)
 #   --tiny    seconds per target: a smoke run of the rig itself (results in bench/results/tmp/)
 #   --targets the targets to run (default: raw jffs2 ubifs f2fs ext4 ferrofs ferrofs-mtdblock)
+#   --experiments "meta mount ..."  only these experiments (names as in status.txt: sweep, latency,
+#             latency-fsync, smallfiles, meta, concurrency, fio, dirty, gc, gc-fsync, mount,
+#             mount-powercut, randwrite-sync16, randwrite-buffered, randwrite-sync1; default: all).
+#             The profile's setup still runs; the report leaves out what did not run.
 #   --out     results folder (default bench/results/<UTC date>-<commit>-<profile>/)
 #   --initrd  initramfs to boot (default build/initramfs-<flavour>.cpio, as `make initramfs` builds it)
 # Needs the kernel, ferrofs.ko, build/tools and the initramfs (`make initramfs`; `make bench` does it).
@@ -24,13 +28,14 @@ cd "$(dirname "$0")/../.."
 ROOT="$PWD"
 source qemu/env.sh
 
-profile=quick; targets="raw jffs2 ubifs f2fs ext4 ferrofs ferrofs-mtdblock"; out=; initrd_opt=
+profile=quick; targets="raw jffs2 ubifs f2fs ext4 ferrofs ferrofs-mtdblock"; out=; initrd_opt=; exps=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) profile=quick; shift ;;
     --full) profile=full; shift ;;
     --tiny) profile=tiny; shift ;;
     --targets) targets="$2"; shift 2 ;;
+    --experiments) exps="$(echo "$2" | tr -s ' ,' '++' | sed 's/^+//; s/+$//')"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --initrd) initrd_opt="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
@@ -73,7 +78,7 @@ stamp="$(date -u +%Y-%m-%dT%H%MZ)"
 commit="$(git rev-parse --short=10 HEAD 2>/dev/null || echo unknown)"
 if [ -z "$out" ]; then
   if [ "$profile" = tiny ]; then out="bench/results/tmp/$stamp-$commit-$profile"
-  else out="bench/results/$stamp-$commit-$profile"; fi
+  else out="bench/results/$stamp-$commit-$profile${exps:+-$exps}"; fi
 fi
 work="build/bench/$stamp-$profile"
 mkdir -p "$work/disks" "$work/logs" "$out/json"
@@ -125,7 +130,7 @@ for t in $targets; do
   echo "=== run-bench: $t ($profile)"
   t0=$(date +%s)
   qemu/run-guest.sh --mem "$MEM" --timeout "$timeout_s" --disk "$disk" --log "$log" --append "$APPEND" \
-    --initrd "$work/initramfs.cpio" bench-target "$t" "$profile" > "$work/logs/$t.run" 2>&1
+    --initrd "$work/initramfs.cpio" bench-target "$t" "$profile" $exps > "$work/logs/$t.run" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   grep -aE '^  \| bench\[' "$work/logs/$t.run" | sed 's/^  | //' || true
