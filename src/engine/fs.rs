@@ -76,13 +76,15 @@ pub struct MountOptions {
     pub read_only: bool,
 }
 
-/// Default `MountOptions::checkpoint_log_bytes`: 4 MiB. A mount after a power cut reads the
-/// log since the last checkpoint once, in large reads: 4 MiB is about 2000 pages, 0.16 s on the
-/// rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound shortens that but
-/// costs write amplification: with 2 MiB (1 MiB) simbench's 4 KiB overwrites at 80 % fill went
-/// from WA 2.71 to 2.92 (3.16), the extra checkpoints rewriting dirty index nodes sooner; with
-/// 4 MiB it stays 2.70 (docs/design.md, "Recovery").
-pub const CHECKPOINT_LOG_BYTES: u64 = 4 << 20;
+/// Default `MountOptions::checkpoint_log_bytes`: 3 MiB. A mount after a power cut reads the
+/// log since the last checkpoint once: the records in full, data records but their headers
+/// where the log proves them durable (`Engine::replay`), about 1 200 page reads for 3 MiB of
+/// 4 KiB writes on the rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound
+/// shortens that but costs write amplification: with 2 MiB simbench's 4 KiB overwrites at
+/// 80 % fill went from WA 2.42 to 2.61 (80/20) and 2.62 to 2.90 (uniform), the extra
+/// checkpoints rewriting dirty index nodes sooner; 3 MiB and 4 MiB give the same figures
+/// (there the dirty-node limit sets the checkpoints): docs/design.md, "Reading the log at mount".
+pub const CHECKPOINT_LOG_BYTES: u64 = 3 << 20;
 
 /// Default `MountOptions::checkpoint_log_bytes` on a block device: 8 MiB. There every checkpoint
 /// costs a device flush and, on a cheap FTL, a rewrite of the erase blocks it interrupts (the
@@ -178,6 +180,12 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(super) fallback: Option<CpFallback>,
     /// Roll-forward from an older checkpoint: every gap ends it (see `load_checkpoint`).
     pub(super) replay_fallback: bool,
+    /// Roll-forward reading every data group block's payload (see `Engine::replay`): set for
+    /// a second roll-forward when a block taken on trust by the first did not read back.
+    pub(super) replay_verify_all: bool,
+    /// The last `load_checkpoint` failed only for such a block: load it again with
+    /// `replay_verify_all`.
+    pub(super) replay_retry: bool,
     /// Half-written segments the mount found (the heads' last segments: (segment, offset of
     /// the end of their valid records rounded up to a write unit); the checkpoint area's
     /// current segment): written to their end before anything else when the medium is a
@@ -642,6 +650,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             cp_bytes: 0,
             fallback: None,
             replay_fallback: false,
+            replay_verify_all: false,
+            replay_retry: false,
             mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
             sb_refresh: None,
             cp_scrub: [false; 2],
