@@ -494,11 +494,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             if let Some(g) = st.group {
                 if g.next < g.count {
                     st.group = Some(GroupCur { next: g.next + 1, ..g });
-                    // (never taken on trust: with it, aligned_data's crash check read wrong
-                    // content, not yet understood; `group_block`'s `lazy` stays for that work)
-                    match self.group_block(&g, false)? {
+                    match self.group_block(&g, lazy)? {
                         Some(p) => {
-                            st.peeked = Some(Peek { h: p.0, loc: p.1, range: None, lazy: false, chained: false });
+                            st.peeked = Some(Peek { h: p.0, loc: p.1, range: None, lazy, chained: false });
                             return Ok(());
                         }
                         None => {
@@ -620,7 +618,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
         tmp.clear();
         let r = match tmp.try_resize(BLOCK_SIZE as usize, 0) {
-            Ok(()) => match self.log.read_bytes(loc.seg, loc.off, tmp.as_mut_slice()) {
+            Ok(()) => match self.log.read_bytes(loc.seg, loc.start(), tmp.as_mut_slice()) {
                 Ok(()) => Ok(self.log.check_aligned(tmp.as_slice(), loc).is_ok()),
                 Err(Error::Corrupt) => Ok(false),
                 Err(e) => Err(e),
