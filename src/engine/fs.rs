@@ -668,13 +668,30 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         let block = self.log.flash.geometry().kind == FlashKind::Block;
-        if !block || self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg() {
+        if !block || self.should_checkpoint() {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        self.flush_log()
+    }
+
+    /// Make everything logged durable by flushing the log heads (`fsync`, and the periodic
+    /// commit on a block device); a checkpoint instead when a head lost its chain or a program
+    /// failed (before or while writing out: relocate, then make everything durable). Returns
+    /// whether it checkpointed. Read-only mounts write nothing.
+    pub(crate) fn flush_log(&mut self) -> Result<bool> {
+        if self.opts.read_only {
+            return Ok(false);
+        }
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        if self.log.need_checkpoint || self.log.has_failed_seg() {
             self.checkpoint()?;
             return Ok(true);
         }
         self.log.flush_all()?;
         if self.log.has_failed_seg() {
-            // a program failed while writing out: relocate and make everything durable
             self.checkpoint()?;
             return Ok(true);
         }
