@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 38] = [
+pub(crate) const STAT_NAMES: [&CStr; 44] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -44,6 +44,8 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("lock_wait_max_ns"),
     c_str!("lock_wait_p99_ns"),
     c_str!("lock_wait_p999_ns"),
+    // the total hold time since the mount, ns
+    c_str!("lock_hold_sum_ns"),
     // what the block backend sent to the device (`blk::IoStats`; 0 on MTD): write bios, their
     // bytes, the smallest, those not whole aligned FTL pages, batches (one wait each); read
     // bios, bytes, reads served from the last page read; cache flushes; segment discards, and
@@ -60,6 +62,13 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("dev_discards"),
     c_str!("dev_discards_locked"),
     c_str!("dev_max_open_segments"),
+    // requests to the MTD device (0 on a block device) and the time in them, ns: reads,
+    // read time, writes (programs), write time, erase time (nandsim's busy-waits included)
+    c_str!("mtd_reads"),
+    c_str!("mtd_read_ns"),
+    c_str!("mtd_writes"),
+    c_str!("mtd_write_ns"),
+    c_str!("mtd_erase_ns"),
 ];
 
 /// The background thread: every second, background GC (`gc=on`), a commit every `commit=`

@@ -777,6 +777,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
                 let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
                 let r = self.program(seg, start, buf.as_slice());
+                if matches!(r, Ok(true)) && h == self.phys_head(crate::engine::format::HEAD_META) {
+                    self.rcache.keep_written(seg, start, buf.as_slice());
+                }
                 let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
                 hd.buf = buf;
                 if r? {
@@ -1195,6 +1198,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Ok(());
         }
         let r = self.program(seg, start, buf.as_slice());
+        if matches!(r, Ok(true)) && h == self.phys_head(crate::engine::format::HEAD_META) {
+            self.rcache.keep_written(seg, start, buf.as_slice());
+        }
         let blen = buf.len() as u32;
         let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
         hd.buf = buf;
