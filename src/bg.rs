@@ -81,8 +81,13 @@ struct Bg;
 impl SbThread for Bg {
     fn run(sb: &SuperBlock, t: &KthreadCtx) {
         let info = sb.info();
-        let mut last_seq = info.lock().log_seq();
+        let (mut last_seq, mut flushed, block) = {
+            let fs = info.lock();
+            (fs.log_seq(), fs.flushed_seq(), fs.is_block())
+        };
         let mut ticks = 0u32;
+        // seconds since the medium was last flushed (by anyone: fsync, checkpoint, this thread)
+        let mut flush_age = 0u32;
         while t.sleep(1000) {
             ticks = ticks.saturating_add(1);
             if info.opts.gc {
@@ -93,13 +98,32 @@ impl SbThread for Bg {
             if fs.is_read_only() || fs.is_failed() || sb.rdonly() {
                 continue;
             }
-            if ticks >= info.opts.commit && fs.log_seq() != last_seq {
+            if fs.flushed_seq() != flushed {
+                flushed = fs.flushed_seq();
+                flush_age = 0;
+            } else {
+                flush_age = flush_age.saturating_add(1);
+            }
+            // On a block device the commit is a flush of the log heads (unless a checkpoint is
+            // due): it is needed only when records wait for a flush and nothing flushed them for
+            // a whole `commit=` interval. Flushing between an fsync's write-back and its own
+            // flush would make a cheap FTL rewrite that erase block twice (issue 13's
+            // randwrite-sync1); records logged after the last flush still reach the medium
+            // within `commit=` seconds and a tick of that flush.
+            let due = if block {
+                fs.checkpoint_due() || (fs.log_seq() != fs.flushed_seq() && flush_age >= info.opts.commit)
+            } else {
+                fs.log_seq() != last_seq
+            };
+            if ticks >= info.opts.commit && due {
                 // a checkpoint on MTD; on a block device the log heads flushed unless a
                 // checkpoint is due (`Engine::commit`)
                 if let Err(e) = fs.commit() {
                     pr_err!("{}: periodic commit failed: {:?}\n", info.dev, e);
                 }
                 last_seq = fs.log_seq();
+                flushed = fs.flushed_seq();
+                flush_age = 0;
                 ticks = 0;
             }
             info.publish_stats(&mut fs);

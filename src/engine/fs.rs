@@ -762,6 +762,24 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.log.next_seq
     }
 
+    /// `log_seq` when the medium was last flushed with everything logged before it (fsync,
+    /// checkpoint, `commit`): equal to `log_seq` when nothing logged since is waiting for a flush.
+    pub fn flushed_seq(&self) -> u64 {
+        self.log.flushed_seq
+    }
+
+    /// Whether this medium is a block device (`Engine::commit` then only flushes the log heads,
+    /// unless a checkpoint is due).
+    pub fn is_block(&self) -> bool {
+        self.log.flash.geometry().kind == FlashKind::Block
+    }
+
+    /// Whether the next `commit` would checkpoint on a block device (the dirty-node limit or the
+    /// replay window reached, or a checkpoint required).
+    pub fn checkpoint_due(&self) -> bool {
+        self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg()
+    }
+
     /// The volume serial (mkfs's random serial), e.g. for statfs `f_fsid`.
     pub fn serial(&self) -> u64 {
         self.sb.serial

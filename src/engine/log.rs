@@ -160,6 +160,9 @@ pub struct Log<P: Platform, F: Flash> {
     pub heads: [Head<P>; NUM_HEADS],
     /// Next sequence number.
     pub next_seq: u64,
+    /// `next_seq` when the medium was last flushed with everything logged before it (an fsync's
+    /// `flush_all`, a checkpoint): records at or after it may still be in a volatile cache.
+    pub flushed_seq: u64,
     /// Counters.
     pub stats: Stats,
     /// CRC seed (from the volume serial).
@@ -229,6 +232,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             segs,
             heads: [Head::new(), Head::new(), Head::new()],
             next_seq: 1,
+            flushed_seq: 1,
             stats: Stats::default(),
             seed,
             need_checkpoint: false,
@@ -1315,7 +1319,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         match self.flash.flush() {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.flushed_seq = self.next_seq;
+                Ok(())
+            }
             Err(e) => {
                 self.failed = true;
                 Err(e.into())
