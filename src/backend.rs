@@ -50,6 +50,14 @@ impl KFlash {
     }
 
     /// What the block backend sent to the device (zeros on MTD).
+    /// Requests to the MTD device and the time in them (zero on a block device).
+    pub(crate) fn mtd_times(&self) -> crate::mtd::MtdTimes {
+        match self {
+            KFlash::Mtd(m) => m.times,
+            KFlash::Blk(_) => crate::mtd::MtdTimes::default(),
+        }
+    }
+
     pub(crate) fn io_stats(&self) -> IoStats {
         match self {
             KFlash::Mtd(_) => IoStats::default(),

@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 38] = [
+pub(crate) const STAT_NAMES: [&CStr; 44] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -44,6 +44,8 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("lock_wait_max_ns"),
     c_str!("lock_wait_p99_ns"),
     c_str!("lock_wait_p999_ns"),
+    // the total hold time since the mount, ns
+    c_str!("lock_hold_sum_ns"),
     // what the block backend sent to the device (`blk::IoStats`; 0 on MTD): write bios, their
     // bytes, the smallest, those not whole aligned FTL pages, batches (one wait each); read
     // bios, bytes, reads served from the last page read; cache flushes; segment discards, and
@@ -60,6 +62,13 @@ pub(crate) const STAT_NAMES: [&CStr; 38] = [
     c_str!("dev_discards"),
     c_str!("dev_discards_locked"),
     c_str!("dev_max_open_segments"),
+    // requests to the MTD device (0 on a block device) and the time in them, ns: reads,
+    // read time, writes (programs), write time, erase time (nandsim's busy-waits included)
+    c_str!("mtd_reads"),
+    c_str!("mtd_read_ns"),
+    c_str!("mtd_writes"),
+    c_str!("mtd_write_ns"),
+    c_str!("mtd_erase_ns"),
 ];
 
 /// The background thread: every second, background GC (`gc=on`), a commit every `commit=`
@@ -72,8 +81,13 @@ struct Bg;
 impl SbThread for Bg {
     fn run(sb: &SuperBlock, t: &KthreadCtx) {
         let info = sb.info();
-        let mut last_seq = info.lock().log_seq();
+        let (mut last_seq, mut flushed, block) = {
+            let fs = info.lock();
+            (fs.log_seq(), fs.flushed_seq(), fs.is_block())
+        };
         let mut ticks = 0u32;
+        // seconds since the medium was last flushed (by anyone: fsync, checkpoint, this thread)
+        let mut flush_age = 0u32;
         while t.sleep(1000) {
             ticks = ticks.saturating_add(1);
             if info.opts.gc {
@@ -84,13 +98,32 @@ impl SbThread for Bg {
             if fs.is_read_only() || fs.is_failed() || sb.rdonly() {
                 continue;
             }
-            if ticks >= info.opts.commit && fs.log_seq() != last_seq {
+            if fs.flushed_seq() != flushed {
+                flushed = fs.flushed_seq();
+                flush_age = 0;
+            } else {
+                flush_age = flush_age.saturating_add(1);
+            }
+            // On a block device the commit is a flush of the log heads (unless a checkpoint is
+            // due): it is needed only when records wait for a flush and nothing flushed them for
+            // a whole `commit=` interval. Flushing between an fsync's write-back and its own
+            // flush would make a cheap FTL rewrite that erase block twice (issue 13's
+            // randwrite-sync1); records logged after the last flush still reach the medium
+            // within `commit=` seconds and a tick of that flush.
+            let due = if block {
+                fs.checkpoint_due() || (fs.log_seq() != fs.flushed_seq() && flush_age >= info.opts.commit)
+            } else {
+                fs.log_seq() != last_seq
+            };
+            if ticks >= info.opts.commit && due {
                 // a checkpoint on MTD; on a block device the log heads flushed unless a
                 // checkpoint is due (`Engine::commit`)
                 if let Err(e) = fs.commit() {
                     pr_err!("{}: periodic commit failed: {:?}\n", info.dev, e);
                 }
                 last_seq = fs.log_seq();
+                flushed = fs.flushed_seq();
+                flush_age = 0;
                 ticks = 0;
             }
             info.publish_stats(&mut fs);

@@ -20,6 +20,19 @@ pub(crate) struct MtdFlash {
     writeable: bool,
     /// MLC NAND: the page pairing, when it is one the engine knows (see [`identify_pairing`]).
     pairing: Option<Pairing>,
+    /// Time spent in MTD calls since the mount (`MtdTimes`, debugfs `mtd_*`).
+    pub(crate) times: MtdTimes,
+}
+
+/// Requests to the MTD device and the time spent in them (ns, `ktime_get`), since the mount:
+/// on nandsim with timing, the busy-waits of its page reads and programs are in here.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct MtdTimes {
+    pub(crate) reads: u64,
+    pub(crate) read_ns: u64,
+    pub(crate) writes: u64,
+    pub(crate) write_ns: u64,
+    pub(crate) erase_ns: u64,
 }
 
 impl MtdFlash {
@@ -50,6 +63,7 @@ impl MtdFlash {
             index,
             writeable,
             pairing,
+            times: MtdTimes::default(),
         })
     }
 
@@ -117,7 +131,10 @@ impl Flash for MtdFlash {
 
     fn read(&mut self, seg: u32, offset: u32, buf: &mut [u8]) -> Result<ReadStatus, FlashError> {
         let at = self.addr(seg, offset, buf.len())?;
+        let t0 = crate::super_::now_ns();
         let (ret, retlen) = self.mtd.read(at, buf);
+        self.times.reads = self.times.reads.saturating_add(1);
+        self.times.read_ns = self.times.read_ns.saturating_add(crate::super_::now_ns().saturating_sub(t0));
         match -ret {
             0 if retlen == buf.len() => Ok(ReadStatus::Clean),
             c if c == bindings::EUCLEAN as i32 && retlen == buf.len() => Ok(ReadStatus::Corrected),
@@ -141,7 +158,10 @@ impl Flash for MtdFlash {
         if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
             return Err(FlashError::InvalidRequest);
         }
+        let t0 = crate::super_::now_ns();
         let (ret, retlen) = self.mtd.write(at, buf);
+        self.times.writes = self.times.writes.saturating_add(1);
+        self.times.write_ns = self.times.write_ns.saturating_add(crate::super_::now_ns().saturating_sub(t0));
         if ret == 0 && retlen == buf.len() {
             return Ok(());
         }
@@ -156,7 +176,9 @@ impl Flash for MtdFlash {
 
     fn erase(&mut self, seg: u32) -> Result<(), FlashError> {
         let at = self.addr(seg, 0, self.geo.segment_size as usize)?;
+        let t0 = crate::super_::now_ns();
         let ret = self.mtd.erase(at, u64::from(self.geo.segment_size));
+        self.times.erase_ns = self.times.erase_ns.saturating_add(crate::super_::now_ns().saturating_sub(t0));
         if ret == 0 {
             return Ok(());
         }

@@ -123,15 +123,17 @@ impl Hist {
 pub(crate) struct LockStats {
     pub(crate) hold: Hist,
     pub(crate) wait: Hist,
+    /// Total hold time (ns) since the mount.
+    pub(crate) hold_sum: AtomicU64,
 }
 
 impl LockStats {
     const fn new() -> Self {
-        LockStats { hold: Hist::new(), wait: Hist::new() }
+        LockStats { hold: Hist::new(), wait: Hist::new(), hold_sum: AtomicU64::new(0) }
     }
 
     /// The published figures, in `LOCK_STAT_NAMES` order.
-    pub(crate) fn figures(&self) -> [u64; 7] {
+    pub(crate) fn figures(&self) -> [u64; 8] {
         [
             self.hold.count.load(Ordering::Relaxed),
             self.hold.max.load(Ordering::Relaxed),
@@ -140,12 +142,13 @@ impl LockStats {
             self.wait.max.load(Ordering::Relaxed),
             self.wait.quantile(990),
             self.wait.quantile(999),
+            self.hold_sum.load(Ordering::Relaxed),
         ]
     }
 }
 
 /// Monotonic time in nanoseconds.
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     Ktime::ktime_get().to_ns() as u64
 }
 
@@ -203,7 +206,9 @@ impl Drop for Locked<'_> {
         // still under the lock: what the budget may hand out after this operation
         self.budget.publish(self.guard.budget_avail());
         // taken before the guard's drop unlocks: the whole hold is counted
-        self.stats.hold.record(now_ns().saturating_sub(self.since));
+        let held = now_ns().saturating_sub(self.since);
+        self.stats.hold.record(held);
+        self.stats.hold_sum.fetch_add(held, Ordering::Relaxed);
         // SAFETY: dropped exactly once, here; `self.guard` is not used after this.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
         // off the engine lock: a writer of one of these segments waits for its discard
@@ -230,7 +235,9 @@ impl SbInfo {
             d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.read_bios, d.read_bytes, d.read_hits,
             d.flushes, d.discards, d.discards_locked, d.max_open_segments,
         ];
-        let vals = Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev);
+        let m = fs.flash_ref().mtd_times();
+        let mtd = [m.reads, m.read_ns, m.writes, m.write_ns, m.erase_ns];
+        let vals = Iterator::chain(Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev), mtd);
         for (slot, v) in self.stats.vals().iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }

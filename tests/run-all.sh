@@ -102,7 +102,7 @@ run_flavour() {
   FERROFS_SUITES="$(grep -vE '^\s*(#|$)' "$suites_file" | awk '{print $1}' | tr '\n' ' ')" \
     tests/run-guest-suites.sh 2>&1 | tee "build/logs/guest-suites-$flavour.log"
   add_line "$(grep -E '^guest: ' "build/logs/guest-suites-$flavour.log" | tail -n1)" \
-    "$(grep -E '^guest suite ' "build/logs/guest-suites-$flavour.log" | grep -vE ' 0 failed \(exit 0\)$' | tr '\n' ';')"
+    "$(grep -E '^guest suite ' "build/logs/guest-suites-$flavour.log" | grep -vE ' 0 failed \(exit 0\)$' | cut -c1-300 | tr '\n' ';')"
   took "guest suites ($flavour)"
   begin "power cuts ($flavour)"
   # ferrofs on MTD (block2mtd) and, side by side (one guest each), through the block backend:

@@ -92,6 +92,11 @@ while read -r s p f rc kind; do
   # A suite whose checks all passed but whose run failed (console scan, hang) counts as a failure.
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); fi
   echo "guest suite $s: $p passed, $f failed (exit $rc)"
+  # the failed checks by name (the first five), so a summary that reaches nobody's console
+  # but its tail (CI's) still says which checks failed
+  if [ "$f" -gt 0 ] || [ "$rc" -ne 0 ]; then
+    grep -aE '^FAIL - ' "build/logs/$s.log" | head -n 5 | cut -c1-240 | sed "s/^/guest suite $s failed check: /"
+  fi
 done < "$results"
 echo "guest: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -172,6 +172,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         self.cp_next_slot = self.cp_next_slot.saturating_add(1);
         self.log.flash.flush()?;
+        self.log.flushed_seq = self.log.next_seq;
         self.log.stats = stats;
         self.log.need_checkpoint = false;
         self.log.since_checkpoint = 0;

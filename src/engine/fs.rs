@@ -678,13 +678,30 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err(Error::ReadOnly);
         }
         let block = self.log.flash.geometry().kind == FlashKind::Block;
-        if !block || self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg() {
+        if !block || self.should_checkpoint() {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        self.flush_log()
+    }
+
+    /// Make everything logged durable by flushing the log heads (`fsync`, and the periodic
+    /// commit on a block device); a checkpoint instead when a head lost its chain or a program
+    /// failed (before or while writing out: relocate, then make everything durable). Returns
+    /// whether it checkpointed. Read-only mounts write nothing.
+    pub(crate) fn flush_log(&mut self) -> Result<bool> {
+        if self.opts.read_only {
+            return Ok(false);
+        }
+        if self.log.failed {
+            return Err(Error::ReadOnly);
+        }
+        if self.log.need_checkpoint || self.log.has_failed_seg() {
             self.checkpoint()?;
             return Ok(true);
         }
         self.log.flush_all()?;
         if self.log.has_failed_seg() {
-            // a program failed while writing out: relocate and make everything durable
             self.checkpoint()?;
             return Ok(true);
         }
@@ -753,6 +770,24 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// log, so a caller can tell whether a periodic checkpoint has anything to commit.
     pub fn log_seq(&self) -> u64 {
         self.log.next_seq
+    }
+
+    /// `log_seq` when the medium was last flushed with everything logged before it (fsync,
+    /// checkpoint, `commit`): equal to `log_seq` when nothing logged since is waiting for a flush.
+    pub fn flushed_seq(&self) -> u64 {
+        self.log.flushed_seq
+    }
+
+    /// Whether this medium is a block device (`Engine::commit` then only flushes the log heads,
+    /// unless a checkpoint is due).
+    pub fn is_block(&self) -> bool {
+        self.log.flash.geometry().kind == FlashKind::Block
+    }
+
+    /// Whether the next `commit` would checkpoint on a block device (the dirty-node limit or the
+    /// replay window reached, or a checkpoint required).
+    pub fn checkpoint_due(&self) -> bool {
+        self.should_checkpoint() || self.log.need_checkpoint || self.log.has_failed_seg()
     }
 
     /// The volume serial (mkfs's random serial), e.g. for statfs `f_fsid`.

@@ -134,21 +134,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// head lost its chain).
     pub fn fsync(&mut self, ino: u64) -> Result<()> {
         self.getattr(ino)?;
-        if self.opts.read_only {
-            return Ok(());
-        }
-        if self.log.failed {
-            return Err(Error::ReadOnly);
-        }
-        if self.log.need_checkpoint || self.log.has_failed_seg() {
-            return self.checkpoint();
-        }
-        self.log.flush_all()?;
-        if self.log.has_failed_seg() {
-            // a program failed while writing out: relocate and make everything durable
-            return self.checkpoint();
-        }
-        Ok(())
+        self.flush_log().map(|_| ())
     }
 
     /// Delete every record of inode `ino` and its orphan entry (one atomic group).

@@ -160,6 +160,9 @@ pub struct Log<P: Platform, F: Flash> {
     pub heads: [Head<P>; NUM_HEADS],
     /// Next sequence number.
     pub next_seq: u64,
+    /// `next_seq` when the medium was last flushed with everything logged before it (an fsync's
+    /// `flush_all`, a checkpoint): records at or after it may still be in a volatile cache.
+    pub flushed_seq: u64,
     /// Counters.
     pub stats: Stats,
     /// CRC seed (from the volume serial).
@@ -229,6 +232,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             segs,
             heads: [Head::new(), Head::new(), Head::new()],
             next_seq: 1,
+            flushed_seq: 1,
             stats: Stats::default(),
             seed,
             need_checkpoint: false,
@@ -777,6 +781,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
                 let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
                 let r = self.program(seg, start, buf.as_slice());
+                if matches!(r, Ok(true)) && h == self.phys_head(crate::engine::format::HEAD_META) {
+                    self.rcache.keep_written(seg, start, buf.as_slice());
+                }
                 let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
                 hd.buf = buf;
                 if r? {
@@ -1195,6 +1202,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Ok(());
         }
         let r = self.program(seg, start, buf.as_slice());
+        if matches!(r, Ok(true)) && h == self.phys_head(crate::engine::format::HEAD_META) {
+            self.rcache.keep_written(seg, start, buf.as_slice());
+        }
         let blen = buf.len() as u32;
         let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
         hd.buf = buf;
@@ -1309,7 +1319,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         }
         match self.flash.flush() {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.flushed_seq = self.next_seq;
+                Ok(())
+            }
             Err(e) => {
                 self.failed = true;
                 Err(e.into())

@@ -58,13 +58,15 @@ pub struct ReadCache<P: Platform> {
     pub hits: u64,
     /// Lines read from the medium into the cache.
     pub misses: u64,
+    /// Lines kept from programs of metadata pages (`keep_written`).
+    pub written: u64,
 }
 
 impl<P: Platform> ReadCache<P> {
     /// A cache of `bytes` bytes in lines of `line` bytes (nothing is allocated yet).
     pub fn new(line: u32, bytes: usize) -> Self {
         let lines = if line == 0 { 0 } else { (bytes / line as usize).min(MAX_LINES) };
-        ReadCache { line, lines, tags: P::Vec::new(), data: P::Vec::new(), hand: 0, hits: 0, misses: 0 }
+        ReadCache { line, lines, tags: P::Vec::new(), data: P::Vec::new(), hand: 0, hits: 0, misses: 0, written: 0 }
     }
 
     /// Bytes per line (0 when the cache is off).
@@ -150,6 +152,32 @@ impl<P: Platform> ReadCache<P> {
         self.misses = self.misses.saturating_add(1);
         if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
             *t = Tag { seg, off, referenced: false };
+        }
+    }
+
+    /// `data`, just programmed at `off` (a line boundary) of `seg`, is what the medium now
+    /// holds there: keep its whole lines (at most `MAX_CACHED_READ_LINES`; a larger program is
+    /// data streaming out, which would evict the small records the cache is for). The records
+    /// of a metadata page are read back soon (a readdir, a rename or unlink finding the entry,
+    /// an inode record after the inode cache dropped it) and then cost no flash read.
+    pub fn keep_written(&mut self, seg: u32, off: u32, data: &[u8]) {
+        let l = self.line as usize;
+        if l == 0 || self.lines == 0 || off % self.line != 0 || data.len() / l > MAX_CACHED_READ_LINES as usize {
+            return;
+        }
+        for (k, src) in data.chunks_exact(l).enumerate() {
+            let at = off.saturating_add((k * l) as u32);
+            // a stale copy cannot exist (the program invalidated its range), but be sure
+            self.invalidate(seg, at, at.saturating_add(self.line));
+            let Some((i, dst)) = self.victim() else { return };
+            if dst.len() != src.len() {
+                return;
+            }
+            dst.copy_from_slice(src);
+            if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
+                *t = Tag { seg, off: at, referenced: false };
+            }
+            self.written = self.written.saturating_add(1);
         }
     }
 

@@ -77,8 +77,9 @@ pub const BUDGET_PER_BLOCK: u64 = (REC_HDR as u64 + BS) + PAD + ENTRY + (LEVELS 
 /// Budget bytes per inode record (and per `write_blocks` call).
 pub const BUDGET_PER_INODE: u64 = (REC_HDR as u64 + INODE_SIZE as u64) + PAD + ENTRY + 3 * LEVELS * SPLIT + ROOT;
 
-/// Slots of the inode cache (direct-mapped by inode number).
-pub const ICACHE_SLOTS: usize = 32;
+/// Slots of the inode cache (direct-mapped by inode number; about 128 KiB, allocated on first
+/// use): a directory of a few hundred files renamed or unlinked one by one finds its inodes here.
+pub const ICACHE_SLOTS: usize = 1024;
 
 /// One inode cache slot: the decoded inode and the location of the record it came from.
 #[derive(Debug, Clone, Copy, Default)]

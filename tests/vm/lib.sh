@@ -33,6 +33,14 @@ must() {
   fi
 }
 
+# kmsg_mark: put a numbered mark in the kernel log; logged_since_mark PATTERN: whether a line
+# after the last mark matches PATTERN (grep -E). Unlike `dmesg | tail -n K`, a message from
+# elsewhere (a loop device's capacity change, the background thread) cannot push the one
+# looked for out of the window.
+KMSG_N=0
+kmsg_mark() { KMSG_N=$((KMSG_N + 1)); echo "FERROFS-MARK-$KMSG_N" > /dev/kmsg; }
+logged_since_mark() { dmesg | sed -n "/FERROFS-MARK-$KMSG_N\$/,\$p" | grep -qE -- "$1"; }
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" -eq 0 ]

@@ -101,6 +101,8 @@ fn independent_reader_follows_the_document() {
 
     // 4. newest valid checkpoint over both areas
     let mut best: Option<(u64, Vec<u8>)> = None;
+    // every valid checkpoint by sequence, with its whole slot (the extension and twin map follow the blob)
+    let mut valid: BTreeMap<u64, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
     for area in &areas {
         let bytes: Vec<u8> = area.iter().flat_map(|&s| img.at(s, 0, seg_size).to_vec()).collect();
         for k in 0..bytes.len() / slot {
@@ -115,6 +117,7 @@ fn independent_reader_follows_the_document() {
                 continue;
             }
             let seq = u64at(b, 16);
+            valid.insert(seq, (b[..len].to_vec(), b.to_vec()));
             if best.as_ref().is_none_or(|(s, _)| seq > *s) {
                 best = Some((seq, b[..len].to_vec()));
             }
@@ -140,8 +143,9 @@ fn independent_reader_follows_the_document() {
         }
     }
     assert_eq!(table.len(), 64);
-    assert!(table.iter().any(|e| e.0 == 5), "meta segments");
-    assert!(table.iter().any(|e| e.1 > 0), "live bytes");
+    // 4, twin map
+    let cp_seq = u64at(&cp, 16);
+    check_twin_map(&img, &valid, cp_seq, chunks);
     // 5. the index from the root
     assert_eq!(cp[45], 1, "has root");
     let mut index = BTreeMap::new();
@@ -197,4 +201,86 @@ fn independent_reader_follows_the_document() {
     assert_eq!(t, 5);
     assert_eq!(&p[1..1 + p[0] as usize], b"user.k");
     assert_eq!(&p[1 + p[0] as usize..], b"value");
+}
+
+/// Section 4, twin map: after the blob and the extension's 32 bytes, "FFCT", its CRC over
+/// 28 + ceil(chunks / 8) bytes with the CRC zero, this sequence, the previous one, the chunk
+/// count, then one bit per chunk: set only where this checkpoint names a SEGTAB record with the
+/// same entries as the one the previous checkpoint names for that chunk. Returns the chunks
+/// marked twins.
+fn check_twin_map(img: &Img<'_>, valid: &BTreeMap<u64, (Vec<u8>, Vec<u8>)>, cp_seq: u64, chunks: usize) -> usize {
+    let (cp, slot_bytes) = &valid[&cp_seq];
+    let m = &slot_bytes[cp.len() + 32..];
+    assert_eq!(u32at(m, 0), 0x5443_4646, "twin map magic after the extension (an unmount's checkpoint has one)");
+    let mlen = 28 + chunks.div_ceil(8);
+    let mut z = m[..mlen].to_vec();
+    z[4..8].fill(0);
+    assert_eq!(crc32c(&z), u32at(m, 4), "twin map CRC");
+    assert_eq!(u64at(m, 8), cp_seq, "twin map sequence");
+    let prev_seq = u64at(m, 16);
+    assert!(prev_seq < cp_seq, "the map compares with an earlier checkpoint");
+    assert_eq!(u32at(m, 24) as usize, chunks, "twin map chunk count");
+    let prev = &valid.get(&prev_seq).expect("the checkpoint the twin map names is still in its area").0;
+    let mut twins = 0;
+    for c in 0..chunks {
+        if m[28 + c / 8] & (1 << (c % 8)) == 0 {
+            continue;
+        }
+        let o = 190 + c * 12;
+        let now = img.record(u32at(cp, o), u32at(cp, o + 4), u32at(cp, o + 8)).4;
+        let then = img.record(u32at(prev, o), u32at(prev, o + 4), u32at(prev, o + 8)).4;
+        assert_eq!(now, then, "chunk {c} marked twin but its entries differ");
+        twins += 1;
+    }
+    twins
+}
+
+/// Every valid checkpoint over both areas (section 4), by sequence: (blob, whole slot).
+fn checkpoints(img: &Img<'_>, sb: &[u8], serial: u64) -> BTreeMap<u64, (Vec<u8>, Vec<u8>)> {
+    let area_segs = u32at(sb, 73) as usize;
+    let slot = u32at(sb, 77) as usize;
+    let mut valid = BTreeMap::new();
+    for a in 0..2 {
+        let bytes: Vec<u8> =
+            (0..area_segs).flat_map(|i| img.at(u32at(sb, 81 + a * 64 + i * 4), 0, img.seg_size).to_vec()).collect();
+        for k in 0..bytes.len() / slot {
+            let b = &bytes[k * slot..(k + 1) * slot];
+            if u32at(b, 0) != 0x5043_4646 {
+                continue;
+            }
+            let len = u32at(b, 12) as usize;
+            let mut z = b[..len].to_vec();
+            z[4..8].fill(0);
+            if crc32c(&z) == u32at(b, 4) && u64at(b, 24) == serial {
+                valid.insert(u64at(b, 16), (b[..len].to_vec(), b.to_vec()));
+            }
+        }
+    }
+    valid
+}
+
+/// A device of several segment-table chunks where a few segments change: the unmount's
+/// checkpoint marks the unchanged chunks as twins of the checkpoint before it, and an
+/// independent reader finds each marked chunk's entries equal in both.
+#[test]
+fn the_twin_map_marks_only_unchanged_chunks() {
+    let serial = 0x0bad_cafe_1234_5678u64;
+    let segs = 700u32; // 4 chunks of 200 entries
+    let f = RamFlash::new_nand(32 * 1024, segs, 512);
+    let fo = FormatOptions { serial, ..Default::default() };
+    let f = mkfs(f, &fo, ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, MountOptions::default()).map_err(|e| e.0).unwrap();
+    let file = fs.create(ROOT_INO, b"f", &CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 }, ts(1)).unwrap();
+    fs.write(file.ino, 0, &[7u8; 3000], ts(2)).unwrap();
+    fs.sync().unwrap();
+    fs.write(file.ino, 0, &[9u8; 100], ts(3)).unwrap();
+    let flash = fs.unmount().map_err(|e| e.0).unwrap();
+    let raw = flash.raw();
+    let img = Img { raw, seg_size: 32 * 1024, seed: (serial as u32) ^ ((serial >> 32) as u32) };
+    let valid = checkpoints(&img, &raw[..209], serial);
+    let (&newest, (cp, _)) = valid.iter().next_back().expect("a valid checkpoint");
+    let chunks = u32at(cp, 186).div_ceil(200) as usize;
+    assert_eq!(chunks, 4);
+    let twins = check_twin_map(&img, &valid, newest, chunks);
+    assert!(twins > 0 && twins < chunks, "{twins} of {chunks} chunks unchanged: expected some, not all");
 }

@@ -302,6 +302,10 @@ pub struct CheapConfig {
     /// Simulated milliseconds of CPU (system call, page cache, engine) per user write and per
     /// fsync, added to the clock the background thread runs by (0: device time only).
     pub call_ms: f64,
+    /// The rig's syncs around each form: `sync` (a checkpoint, `sync_fs`) after the form
+    /// before the idle gap (the rig's `snap` and `settle`), and again after the gap (`snap` of
+    /// the next form), none of them timed.
+    pub settle_sync: bool,
     /// Random seed.
     pub seed: u64,
 }
@@ -309,7 +313,7 @@ pub struct CheapConfig {
 impl CheapConfig {
     /// The rig's quick profile.
     pub fn rig(seed: u64) -> Self {
-        CheapConfig { device_mib: 256, file_fraction: 0.5, amounts: [2 * MIB, 8 * MIB, 256 << 10], gap_seconds: 2, background: true, commit_seconds: COMMIT_TICKS, periodic_checkpoint: false, replay_window: BLOCK_REPLAY_WINDOW, call_ms: 0.0, seed }
+        CheapConfig { device_mib: 256, file_fraction: 0.5, amounts: [2 * MIB, 8 * MIB, 256 << 10], gap_seconds: 2, background: true, commit_seconds: COMMIT_TICKS, periodic_checkpoint: false, replay_window: BLOCK_REPLAY_WINDOW, call_ms: 0.0, settle_sync: false, seed }
     }
 }
 
@@ -361,6 +365,8 @@ struct St {
     bg_at: f64,
     bg_ticks: u32,
     bg_seq: u64,
+    bg_flushed: u64,
+    bg_flush_age: u32,
     background: bool,
     commit: u32,
     periodic_checkpoint: bool,
@@ -401,13 +407,28 @@ impl St {
                 Err(e) => return Err(BenchError::Engine("background gc", e)),
             }
         }
-        if self.bg_ticks >= self.commit && self.fs.log_seq() != self.bg_seq {
+        // the kernel's rule (src/bg.rs): on a block device the commit flushes only records
+        // that waited a whole `commit=` interval without any flush (or when a checkpoint is due)
+        if self.fs.flushed_seq() != self.bg_flushed {
+            self.bg_flushed = self.fs.flushed_seq();
+            self.bg_flush_age = 0;
+        } else {
+            self.bg_flush_age += 1;
+        }
+        let due = if self.periodic_checkpoint {
+            self.fs.log_seq() != self.bg_seq
+        } else {
+            self.fs.checkpoint_due() || (self.fs.log_seq() != self.fs.flushed_seq() && self.bg_flush_age >= self.commit)
+        };
+        if self.bg_ticks >= self.commit && due {
             if self.periodic_checkpoint {
                 self.call(Ctx::BgSync, |fs| fs.sync()).map_err(eng("periodic checkpoint"))?;
             } else {
                 self.call(Ctx::BgSync, |fs| fs.commit().map(drop)).map_err(eng("periodic commit"))?;
             }
             self.bg_seq = self.fs.log_seq();
+            self.bg_flushed = self.fs.flushed_seq();
+            self.bg_flush_age = 0;
             self.bg_ticks = 0;
         }
         Ok(())
@@ -484,8 +505,9 @@ pub fn fresh(device_mib: u32, replay_window: u64, seed: u64) -> Result<CFs> {
 /// Runs the layout and the three forms.
 pub fn run_cheap(cfg: &CheapConfig, log: &mut dyn FnMut(&str)) -> Result<CheapResult> {
     let fs = fresh(cfg.device_mib, cfg.replay_window, cfg.seed)?;
-    let mut st = St { fs, ino: 0, op: 1, bg_at: 0.0, bg_ticks: 0, bg_seq: 0, background: cfg.background, commit: cfg.commit_seconds.max(1), periodic_checkpoint: cfg.periodic_checkpoint, ckpt_by_ctx: [0; 5], idle_total: 0.0, calls: 0, call_s: cfg.call_ms / 1e3 };
+    let mut st = St { fs, ino: 0, op: 1, bg_at: 0.0, bg_ticks: 0, bg_seq: 0, bg_flushed: 0, bg_flush_age: 0, background: cfg.background, commit: cfg.commit_seconds.max(1), periodic_checkpoint: cfg.periodic_checkpoint, ckpt_by_ctx: [0; 5], idle_total: 0.0, calls: 0, call_s: cfg.call_ms / 1e3 };
     st.bg_seq = st.fs.log_seq();
+    st.bg_flushed = st.fs.flushed_seq();
     let args = CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 };
     st.ino = st.fs.create(ROOT_INO, b"work", &args, now(1)).map_err(eng("create"))?.ino;
     let mut rng = Rng::new(cfg.seed);
@@ -503,7 +525,13 @@ pub fn run_cheap(cfg: &CheapConfig, log: &mut dyn FnMut(&str)) -> Result<CheapRe
     log(&format!("cheap-ftl: laid out {} MiB, {} write-backs", size >> 20, st.fs.flash_ref().c.writebacks));
     let mut forms = Vec::new();
     for (k, (name, every)) in [("randwrite-sync16", 16u64), ("randwrite-buffered", 0), ("randwrite-sync1", 1)].into_iter().enumerate() {
+        if cfg.settle_sync {
+            st.call(Ctx::BgSync, |fs| fs.sync()).map_err(eng("settle sync"))?;
+        }
         st.idle(cfg.gap_seconds)?;
+        if cfg.settle_sync {
+            st.call(Ctx::BgSync, |fs| fs.sync()).map_err(eng("settle sync"))?;
+        }
         let d0 = st.fs.flash_ref().c;
         let s0 = st.fs.stats();
         let k0 = st.ckpt_by_ctx;

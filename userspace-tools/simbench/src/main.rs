@@ -109,6 +109,10 @@ struct Cli {
     /// a block device flushes the log heads unless a checkpoint is due).
     #[arg(long)]
     periodic_checkpoint: bool,
+    /// Cheap FTL: a sync (checkpoint) after each form and before the next, around the idle gap,
+    /// as the rig's `snap` and `settle` do (tests/vm/bench-target).
+    #[arg(long)]
+    settle_sync: bool,
     /// Cheap FTL: the replay window in KiB (0: the kernel's 8 MiB on a block device).
     #[arg(long, default_value_t = 0)]
     replay_window_kib: u64,
@@ -197,6 +201,7 @@ fn cheap_main(cli: &Cli) -> ExitCode {
     cfg.commit_seconds = cli.commit;
     cfg.call_ms = cli.call_ms;
     cfg.periodic_checkpoint = cli.periodic_checkpoint;
+    cfg.settle_sync = cli.settle_sync;
     if cli.replay_window_kib > 0 {
         cfg.replay_window = cli.replay_window_kib << 10;
     }
