@@ -177,6 +177,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 Err(Error::Corrupt) if self.replay_retry && !self.replay_verify_all => {
                     self.reset_for_reload();
                     self.replay_verify_all = true;
+                    self.replay_lazy.retried = true;
                     below = seq.saturating_add(1);
                 }
                 // unreadable or damaged metadata of this checkpoint: try the one before
@@ -311,7 +312,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // cover, and cost up to a second read of the records after the last proof (what was
         // written since the last fsync): only on a long log, where the first outweighs the second.
         let log_bytes = (chains.len() as u64).saturating_mul(u64::from(self.sb.segment_size));
-        let lazy = !self.replay_verify_all && !self.opts.read_only && log_bytes >= LAZY_REPLAY_MIN_LOG;
+        let min_log = match self.opts.lazy_replay_min_log {
+            0 => LAZY_REPLAY_MIN_LOG,
+            n => n,
+        };
+        let lazy = !self.replay_verify_all && !self.opts.read_only && log_bytes >= min_log;
         let replayed = self.replay(&mut streams, &mut wins, chains.as_slice(), cp.seq, cp.next_seq, lazy)?;
         drop(wins);
         let Some(replayed) = replayed else {
@@ -778,7 +783,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // of their headers: each page is read about once)
         let mut tmp = core::mem::replace(&mut self.buf, P::Vec::new());
         let mut all = Ok(true);
+        self.replay_lazy.trusted = self.replay_lazy.trusted.saturating_add(trusted.len() as u64);
         for &(_, loc, _, _) in trusted.as_slice().iter().filter(|t| t.0 >= proven || !t.3) {
+            self.replay_lazy.reread = self.replay_lazy.reread.saturating_add(1);
             all = if loc.is_aligned() { self.block_reads_back(loc) } else { self.log.record_reads_back(loc, &mut tmp) };
             if !matches!(all, Ok(true)) {
                 break;
