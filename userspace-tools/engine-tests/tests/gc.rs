@@ -241,10 +241,19 @@ fn gc_of_large_segments_with_small_cache() {
 
 #[test]
 fn enospc_with_a_segment_table_spanning_segments() {
-    // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments
+    // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments. With a 3 MiB
+    // replay window an `evict` got `NoSpace` (before the capacity counted segments by what
+    // DATA records fill of them: the fill ended when the GC gave up, with no dead space left);
+    // every window from 1 to 4 MiB must pass.
+    for window in 1..=4u64 {
+        enospc_with_a_segment_table_spanning_segments_window(window << 20);
+    }
+}
+
+fn enospc_with_a_segment_table_spanning_segments_window(checkpoint_log_bytes: u64) {
     let f = RamFlash::new_nand(16 * 1024, 2048, 512);
     let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let opts = MountOptions { cache_nodes: 64, ..Default::default() };
+    let opts = MountOptions { cache_nodes: 64, checkpoint_log_bytes, ..Default::default() };
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let chunk = vec![0xA5u8; 256 * 1024];
     let mut files = Vec::new();
@@ -268,8 +277,8 @@ fn enospc_with_a_segment_table_spanning_segments() {
     let f = fs.unmount().map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     for (i, ino) in files.iter().enumerate().step_by(2) {
-        fs.unlink(ROOT_INO, format!("big{i}").as_bytes(), ts(2)).unwrap();
-        fs.evict(*ino).unwrap();
+        fs.unlink(ROOT_INO, format!("big{i}").as_bytes(), ts(2)).unwrap_or_else(|e| panic!("window {checkpoint_log_bytes}: unlink {i}: {e:?}"));
+        fs.evict(*ino).unwrap_or_else(|e| panic!("window {checkpoint_log_bytes}: evict {i}: {e:?}"));
     }
     let g = fs.create(ROOT_INO, b"again", &reg(), ts(3)).unwrap();
     for k in 0..8u64 {
