@@ -101,24 +101,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         blocks.saturating_mul(BUDGET_PER_BLOCK).saturating_add(inodes.saturating_mul(BUDGET_PER_INODE))
     }
 
-    /// The capacity a budget hands out against: [`Engine::capacity_bytes`] scaled by how much
-    /// of a segment block records can fill. Records never span segments, so a segment holds
-    /// only `floor(usable / (REC_HDR + BLOCK_SIZE + padding))` DATA records and the rest of
-    /// it is lost (`usable` = segment size - segment header record - one write unit): with
-    /// 16 KiB segments three blocks fit (76 % of the segment), with 32 KiB seven (88 %), with
-    /// 128 KiB thirty (95 %). Without this a file system of block records filled to the
-    /// capacity leaves the GC nothing to gain and eats the deletion reserve.
+    /// The capacity a budget hands out against: [`Engine::capacity_bytes`], which already
+    /// counts segments by what DATA records can fill of them (records never span segments:
+    /// with 16 KiB segments three blocks fit, 76 % of the segment, with 32 KiB seven, 88 %, with
+    /// 128 KiB thirty, 95 %). Every other operation checks against the same figure.
     pub fn budget_capacity(&self) -> u64 {
-        let ss = u64::from(self.sb.segment_size);
-        let usable = ss.saturating_sub(2 * REC_HDR as u64).saturating_sub(u64::from(self.sb.write_unit));
-        let per_seg = usable / (REC_HDR as u64 + BS + PAD);
-        let filled = per_seg.saturating_mul(REC_HDR as u64 + BS).min(ss);
-        // capacity * filled / ss without overflow (capacity < 2^64 / 2^17 in practice)
-        let cap = self.capacity_bytes();
-        match cap.checked_mul(filled) {
-            Some(x) => x / ss.max(1),
-            None => (cap / ss.max(1)).saturating_mul(filled),
-        }
+        self.capacity_bytes()
     }
 
     /// Bytes a budget may hand out now: capacity - live - what the next index commit may add
@@ -157,15 +145,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Space the non-budgeted operations must leave alone on top of the committed bytes: the
-    /// reservation, and while there is one the part of the capacity `budget_capacity` leaves
-    /// out (so they check against the same figure the budget does; 0 when nothing is reserved).
+    /// reservation (they check against the capacity the budget hands out, `capacity_bytes`).
     pub(crate) fn reserved_space(&self) -> u64 {
-        if self.reserved == 0 {
-            0
-        } else {
-            let packing = self.capacity_bytes().saturating_sub(self.budget_capacity());
-            self.reserved.saturating_add(packing)
-        }
+        self.reserved
     }
 
     /// `NoSpace` if `extra` more live bytes would eat into reserved space (nothing reserved:

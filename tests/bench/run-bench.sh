@@ -62,7 +62,14 @@ if ! grep -qw constant_tsc /proc/cpuinfo || [ -z "$tsc_khz" ]; then
   echo "run-bench: the host has no constant TSC (or its frequency is unknown): guest timing would be unreliable" >&2
   exit 1
 fi
-APPEND="tsc_early_khz=$tsc_khz tsc=reliable"
+# The delay loop too: the boot vCPU takes loops_per_jiffy from that frequency, but the second
+# calibrates its own against the emulated timer ("calibrate_delay_direct() failed"), which under
+# TCG gave 4 895 to 16 700 BogoMIPS across boots, and nandsim's udelay-based page read and program
+# times with it (a program took 81, 331 or 947 us depending on the boot and the vCPU). lpj= presets
+# both from the same frequency: loops per jiffy = TSC cycles per jiffy (x86 delays count TSC cycles).
+guest_hz="$(sed -nE 's/^CONFIG_HZ=([0-9]+)$/\1/p' "$(kernel_dir)/linux/.config" 2>/dev/null)"
+[ -n "$guest_hz" ] || { echo "run-bench: CONFIG_HZ of the guest kernel unknown ($(kernel_dir)/linux/.config)" >&2; exit 1; }
+APPEND="tsc_early_khz=$tsc_khz tsc=reliable lpj=$(( tsc_khz * 1000 / guest_hz ))"
 
 KDIR="$(kernel_dir)/linux"
 INITRD_SRC="${initrd_opt:-build/initramfs-$FERROFS_KFLAVOUR.cpio}"

@@ -241,10 +241,19 @@ fn gc_of_large_segments_with_small_cache() {
 
 #[test]
 fn enospc_with_a_segment_table_spanning_segments() {
-    // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments
+    // 2048 segments of 16 KiB: the segment table (36 KiB) spans three segments. With a 3 MiB
+    // replay window an `evict` got `NoSpace` (before the capacity counted segments by what
+    // DATA records fill of them: the fill ended when the GC gave up, with no dead space left);
+    // every window from 1 to 4 MiB must pass.
+    for window in 1..=4u64 {
+        enospc_with_a_segment_table_spanning_segments_window(window << 20);
+    }
+}
+
+fn enospc_with_a_segment_table_spanning_segments_window(checkpoint_log_bytes: u64) {
     let f = RamFlash::new_nand(16 * 1024, 2048, 512);
     let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let opts = MountOptions { cache_nodes: 64, ..Default::default() };
+    let opts = MountOptions { cache_nodes: 64, checkpoint_log_bytes, ..Default::default() };
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     let chunk = vec![0xA5u8; 256 * 1024];
     let mut files = Vec::new();
@@ -268,8 +277,8 @@ fn enospc_with_a_segment_table_spanning_segments() {
     let f = fs.unmount().map_err(|e| e.0).unwrap();
     let mut fs = Fs::mount(f, opts).map_err(|e| e.0).unwrap();
     for (i, ino) in files.iter().enumerate().step_by(2) {
-        fs.unlink(ROOT_INO, format!("big{i}").as_bytes(), ts(2)).unwrap();
-        fs.evict(*ino).unwrap();
+        fs.unlink(ROOT_INO, format!("big{i}").as_bytes(), ts(2)).unwrap_or_else(|e| panic!("window {checkpoint_log_bytes}: unlink {i}: {e:?}"));
+        fs.evict(*ino).unwrap_or_else(|e| panic!("window {checkpoint_log_bytes}: evict {i}: {e:?}"));
     }
     let g = fs.create(ROOT_INO, b"again", &reg(), ts(3)).unwrap();
     for k in 0..8u64 {
@@ -283,11 +292,12 @@ fn enospc_with_a_segment_table_spanning_segments() {
 
 /// Random 4 KiB overwrites of a 64 MiB NAND (2 KiB pages, 128 KiB blocks) filled with 1 MiB
 /// files to 95 % of the capacity statfs offers: the write amplification (bytes programmed over
-/// user bytes, after a warm-up of twice the device) stays at most 5.4 (issue 12 asks for 6 in
-/// simbench, whose workload measures higher: 6.56 before, 5.35 now). This workload measured
+/// user bytes, after a warm-up of twice the device) stays at most 3.9. This workload measured
 /// 6.24 while a checkpoint the GC took freed only the victims of the interval before it and
 /// cleaning ahead of need took no victim above 75 % live (at this fill none is), so that the GC
-/// checkpointed every few victims; 5.03 now.
+/// checkpointed every few victims; 5.03 after that (bound 5.4, issue 12 asks for 6 in
+/// simbench). Since the capacity counts segments by the block records they hold (30 of 128
+/// KiB, 94.8 %), 95 % of it is 48 MiB of data instead of about 51: 3.61.
 #[test]
 fn write_amplification_at_95_percent_fill() {
     let f = RamFlash::new_nand(128 * 1024, 512, 2048);
@@ -322,6 +332,6 @@ fn write_amplification_at_95_percent_fill() {
     let s1 = fs.stats();
     let wa = (s1.programmed_bytes - s0.programmed_bytes) as f64 / (s1.user_bytes - s0.user_bytes) as f64;
     eprintln!("{} MiB of data, WA {wa:.2}, {} checkpoints", data >> 20, s1.checkpoints - s0.checkpoints);
-    assert!(wa <= 5.4, "write amplification {wa:.2} at 95 % fill");
+    assert!(wa <= 3.9, "write amplification {wa:.2} at 95 % fill");
     assert_consistent(&mut fs);
 }

@@ -1,0 +1,223 @@
+//! Deletion on a filesystem filled to ENOSPC: whatever filled it (big files, many small files
+//! in directories, a few files overwritten at random), on every geometry and replay window,
+//! unlink + evict, truncate to 0 and rmdir must succeed, the space must come back, and the
+//! filesystem must stay consistent across remounts (docs/design.md "Space, garbage collection,
+//! wear": what guarantees deletion).
+
+use ferrofs_engine::format::{S_IFDIR, S_IFREG};
+use ferrofs_engine::{CreateArgs, Error, MountOptions, SetAttr, ROOT_INO};
+use ferrofs_engine_tests::*;
+
+fn reg() -> CreateArgs {
+    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
+}
+
+/// One geometry: segment size, page (write unit), device size, replay window, index cache.
+#[derive(Clone, Copy, Debug)]
+struct Geo {
+    seg: u32,
+    page: u32,
+    dev_mib: u32,
+    cp_mib: u64,
+    cache: usize,
+}
+
+const GEOS: &[Geo] = &[
+    // the geometry of gc.rs's enospc_with_a_segment_table_spanning_segments (36 KiB segment
+    // table over 16 KiB segments), with the replay windows around the default
+    Geo { seg: 16 << 10, page: 512, dev_mib: 32, cp_mib: 3, cache: 64 },
+    Geo { seg: 16 << 10, page: 512, dev_mib: 32, cp_mib: 1, cache: 0 },
+    Geo { seg: 16 << 10, page: 2048, dev_mib: 16, cp_mib: 4, cache: 64 },
+    Geo { seg: 16 << 10, page: 2048, dev_mib: 16, cp_mib: 2, cache: 32 },
+    Geo { seg: 32 << 10, page: 2048, dev_mib: 32, cp_mib: 8, cache: 32 },
+    Geo { seg: 64 << 10, page: 2048, dev_mib: 32, cp_mib: 1, cache: 0 },
+    Geo { seg: 128 << 10, page: 2048, dev_mib: 32, cp_mib: 2, cache: 32 },
+    Geo { seg: 128 << 10, page: 4096, dev_mib: 64, cp_mib: 8, cache: 0 },
+];
+
+fn opts(g: &Geo) -> MountOptions {
+    MountOptions { cache_nodes: g.cache, checkpoint_log_bytes: g.cp_mib << 20, ..Default::default() }
+}
+
+fn mount_new(g: &Geo) -> Fs {
+    let f = RamFlash::new_nand(g.seg, (u64::from(g.dev_mib) << 20) as u32 / g.seg, g.page);
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    Fs::mount(f, opts(g)).map_err(|e| e.0).unwrap()
+}
+
+fn remount_with(fs: Fs, g: &Geo) -> Fs {
+    let f = fs.unmount().map_err(|e| e.0).unwrap();
+    Fs::mount(f, opts(g)).map_err(|e| e.0).unwrap()
+}
+
+/// What filled the filesystem: (directory inode or ROOT_INO, name, inode, is a directory).
+type Names = Vec<(u64, String, u64, bool)>;
+
+/// Write `len` bytes to `ino` in pieces of `chunk`; false at `NoSpace`.
+fn write_up_to(fs: &mut Fs, ino: u64, len: u64, chunk: &[u8]) -> bool {
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(chunk.len() as u64) as usize;
+        match fs.write(ino, off, &chunk[..n], ts(1)) {
+            Ok(0) => return false,
+            Ok(k) => off += k as u64,
+            Err(Error::NoSpace) => return false,
+            Err(e) => panic!("write: {e:?}"),
+        }
+    }
+    true
+}
+
+/// Files of 1 MiB written in 256 KiB pieces until `NoSpace`.
+fn fill_big(fs: &mut Fs, names: &mut Names) {
+    let chunk = vec![0xA5u8; 256 << 10];
+    for i in 0.. {
+        let name = format!("big{i}");
+        let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
+            Ok(f) => f,
+            Err(Error::NoSpace) => return,
+            Err(e) => panic!("create: {e:?}"),
+        };
+        names.push((ROOT_INO, name, f.ino, false));
+        if !write_up_to(fs, f.ino, 1 << 20, &chunk) {
+            return;
+        }
+    }
+}
+
+/// Directories of small files (1..12 KiB) until `NoSpace` from create, mkdir or write.
+fn fill_small(fs: &mut Fs, names: &mut Names) {
+    let mut rng = Rng::new(11);
+    let mut buf = vec![0u8; 12 << 10];
+    for d in 0.. {
+        let dname = format!("d{d}");
+        let dir = match fs.mkdir(ROOT_INO, dname.as_bytes(), S_IFDIR | 0o755, 0, 0, ts(1)) {
+            Ok(i) => i.ino,
+            Err(Error::NoSpace) => return,
+            Err(e) => panic!("mkdir: {e:?}"),
+        };
+        names.push((ROOT_INO, dname, dir, true));
+        for k in 0..64 {
+            let name = format!("s{k}");
+            let f = match fs.create(dir, name.as_bytes(), &reg(), ts(1)) {
+                Ok(f) => f,
+                Err(Error::NoSpace) => return,
+                Err(e) => panic!("create: {e:?}"),
+            };
+            // after their directory: deleted in reverse order, so before it
+            names.push((dir, name, f.ino, false));
+            let len = 1024 + rng.below(11 << 10);
+            rng.fill(&mut buf[..len as usize]);
+            if !write_up_to(fs, f.ino, len, &buf) {
+                return;
+            }
+        }
+    }
+}
+
+/// Eight files written to 97 % of the capacity, random 4 KiB overwrites of them (three times the
+/// device: the dead space ends up spread over every segment), then writing on to `NoSpace`.
+fn fill_overwrite(fs: &mut Fs, names: &mut Names, dev_bytes: u64) {
+    let chunk = vec![0x5Au8; 256 << 10];
+    let st = fs.statfs();
+    let per = st.blocks * u64::from(st.block_size) * 97 / 100 / 8 / 4096 * 4096;
+    let mut inos = Vec::new();
+    for i in 0..8 {
+        let name = format!("ow{i}");
+        let f = fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)).unwrap();
+        names.push((ROOT_INO, name, f.ino, false));
+        inos.push(f.ino);
+        assert!(write_up_to(fs, f.ino, per, &chunk), "NoSpace below the capacity");
+    }
+    let mut rng = Rng::new(5);
+    let mut d = [0u8; 4096];
+    for _ in 0..3 * dev_bytes / 4096 {
+        let ino = inos[rng.below(inos.len() as u64) as usize];
+        let size = fs.getattr(ino).unwrap().size;
+        if size < 4096 {
+            continue;
+        }
+        rng.fill(&mut d[..16]);
+        let off = rng.below(size / 4096) * 4096;
+        assert_eq!(fs.write(ino, off, &d, ts(2)).unwrap(), 4096);
+    }
+    let last = *inos.last().unwrap();
+    let size = fs.getattr(last).unwrap().size;
+    let mut off = size;
+    loop {
+        match fs.write(last, off, &chunk, ts(3)) {
+            Ok(0) | Err(Error::NoSpace) => break,
+            Ok(n) => off += n as u64,
+            Err(e) => panic!("write: {e:?}"),
+        }
+    }
+}
+
+/// Delete everything in `names` (every third file truncated to 0 first, directories by rmdir
+/// once empty), with a remount half way; then check the space came back and is writable.
+fn delete_all(mut fs: Fs, g: &Geo, names: &Names, what: &str) {
+    let cap = fs.statfs().blocks;
+    let full = fs.statfs().blocks_free;
+    let half = names.len() / 2;
+    for (k, (dir, name, ino, is_dir)) in names.iter().rev().enumerate() {
+        if k == half {
+            fs = remount_with(fs, g);
+        }
+        let ctx = format!("{what} {g:?}: {} of {} ({name})", k + 1, names.len());
+        if *is_dir {
+            fs.rmdir(*dir, name.as_bytes(), ts(4)).unwrap_or_else(|e| panic!("rmdir {ctx}: {e:?}"));
+        } else {
+            if k % 3 == 0 {
+                let a = SetAttr { size: Some(0), ..Default::default() };
+                fs.setattr(*ino, &a, ts(4)).unwrap_or_else(|e| panic!("truncate {ctx}: {e:?}"));
+            }
+            fs.unlink(*dir, name.as_bytes(), ts(4)).unwrap_or_else(|e| panic!("unlink {ctx}: {e:?}"));
+        }
+        fs.evict(*ino).unwrap_or_else(|e| panic!("evict {ctx}: {e:?}"));
+    }
+    let mut fs = remount_with(fs, g);
+    assert_consistent(&mut fs);
+    let st = fs.statfs();
+    assert!(st.blocks_free + st.blocks / 50 >= cap, "{what} {g:?}: {} of {cap} blocks free after deleting everything (full: {full})", st.blocks_free);
+    // and the space is usable again
+    let f = fs.create(ROOT_INO, b"again", &reg(), ts(5)).unwrap();
+    let chunk = vec![1u8; 256 << 10];
+    let want = (st.blocks_free * 4096 / 2).min(4 << 20);
+    assert!(write_up_to(&mut fs, f.ino, want, &chunk), "{what} {g:?}: NoSpace writing {want} bytes after deleting everything");
+    let mut fs = remount_with(fs, g);
+    assert_eq!(fs.lookup(ROOT_INO, b"again").unwrap().size, want);
+    assert_consistent(&mut fs);
+}
+
+fn run(what: &str, fill: fn(&mut Fs, &mut Names, u64)) {
+    for g in GEOS {
+        let mut fs = mount_new(g);
+        let mut names = Names::new();
+        fill(&mut fs, &mut names, u64::from(g.dev_mib) << 20);
+        assert!(names.len() > 2, "{what} {g:?}: only {} names", names.len());
+        // ENOSPC is the capacity check's answer, not the GC's: a new file gets it at once
+        assert!(matches!(fs.create(ROOT_INO, b"late", &reg(), ts(1)).map(|f| fs.write(f.ino, 0, &[0u8; 8192], ts(1))), Err(Error::NoSpace) | Ok(Err(Error::NoSpace)) | Ok(Ok(0))), "{what} {g:?}: not full");
+        if fs.lookup(ROOT_INO, b"late").is_ok() {
+            let ino = fs.lookup(ROOT_INO, b"late").unwrap().ino;
+            names.push((ROOT_INO, "late".into(), ino, false));
+        }
+        // deleting right away, and after a remount (the checkpoint margin starts over)
+        let fs = if names.len() % 2 == 0 { remount_with(fs, g) } else { fs };
+        delete_all(fs, g, &names, what);
+    }
+}
+
+#[test]
+fn delete_after_filling_with_big_files() {
+    run("big files", |fs, names, _| fill_big(fs, names));
+}
+
+#[test]
+fn delete_after_filling_with_small_files_in_directories() {
+    run("small files", |fs, names, _| fill_small(fs, names));
+}
+
+#[test]
+fn delete_after_filling_and_overwriting_at_random() {
+    run("overwrites", fill_overwrite);
+}
