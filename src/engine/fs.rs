@@ -70,19 +70,27 @@ pub struct MountOptions {
     /// chosen from the medium, [`default_checkpoint_log_bytes`] ([`CHECKPOINT_LOG_BYTES`] on
     /// raw flash, [`BLOCK_CHECKPOINT_LOG_BYTES`] on a block device).
     pub checkpoint_log_bytes: u64,
+    /// A read-write mount whose log after the checkpoint spans at least this many bytes of
+    /// segments reads data records by their headers where the log proves them durable
+    /// (`Engine::replay`, docs/design.md "Records taken on trust at mount"); 0 (the default):
+    /// `recovery::LAZY_REPLAY_MIN_LOG` (2 MiB); `u64::MAX`: never. Tests set 1 to take every roll-forward
+    /// that way.
+    pub lazy_replay_min_log: u64,
     /// Mount read-only: recover in RAM only and never write to the medium (for `ro` mounts,
     /// fsck and dump tools). Every mutation returns `ReadOnly`. The index cache may grow up to
     /// 8x `cache_nodes` to hold what the log since the checkpoint changed.
     pub read_only: bool,
 }
 
-/// Default `MountOptions::checkpoint_log_bytes`: 4 MiB. A mount after a power cut reads the
-/// log since the last checkpoint once, in large reads: 4 MiB is about 2000 pages, 0.16 s on the
-/// rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound shortens that but
-/// costs write amplification: with 2 MiB (1 MiB) simbench's 4 KiB overwrites at 80 % fill went
-/// from WA 2.71 to 2.92 (3.16), the extra checkpoints rewriting dirty index nodes sooner; with
-/// 4 MiB it stays 2.70 (docs/design.md, "Recovery").
-pub const CHECKPOINT_LOG_BYTES: u64 = 4 << 20;
+/// Default `MountOptions::checkpoint_log_bytes`: 3 MiB. A mount after a power cut reads the
+/// log since the last checkpoint once: the records in full, data records but their headers
+/// where the log proves them durable (`Engine::replay`), about 1 200 page reads for 3 MiB of
+/// 4 KiB writes on the rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound
+/// shortens that but costs write amplification: with 2 MiB simbench's 4 KiB overwrites at
+/// 80 % fill went from WA 2.42 to 2.61 (80/20) and 2.62 to 2.90 (uniform), the extra
+/// checkpoints rewriting dirty index nodes sooner; 3 MiB and 4 MiB give the same figures
+/// (there the dirty-node limit sets the checkpoints): docs/design.md, "Reading the log at mount".
+pub const CHECKPOINT_LOG_BYTES: u64 = 3 << 20;
 
 /// Default `MountOptions::checkpoint_log_bytes` on a block device: 8 MiB. There every checkpoint
 /// costs a device flush and, on a cheap FTL, a rewrite of the erase blocks it interrupts (the
@@ -100,9 +108,20 @@ pub fn default_checkpoint_log_bytes(kind: FlashKind) -> u64 {
     }
 }
 
+/// How a mount's roll-forward read the log's data records (`Engine::replay`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayLazy {
+    /// Records taken by their headers (or a data group's table) alone.
+    pub trusted: u64,
+    /// Of those, the ones the log did not prove durable, read back whole at the end.
+    pub reread: u64,
+    /// One of those did not read back: the roll-forward ran again reading every record.
+    pub retried: bool,
+}
+
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { cache_nodes: 0, dirty_nodes: 0, wear_threshold: 1000, checkpoint_log_bytes: 0, read_only: false }
+        MountOptions { cache_nodes: 0, dirty_nodes: 0, wear_threshold: 1000, checkpoint_log_bytes: 0, lazy_replay_min_log: 0, read_only: false }
     }
 }
 
@@ -178,6 +197,15 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(super) fallback: Option<CpFallback>,
     /// Roll-forward from an older checkpoint: every gap ends it (see `load_checkpoint`).
     pub(super) replay_fallback: bool,
+    /// Roll-forward reading every data group block's payload (see `Engine::replay`): set for
+    /// a second roll-forward when a block taken on trust by the first did not read back.
+    pub(super) replay_verify_all: bool,
+    /// The last `load_checkpoint` failed only for such a block: load it again with
+    /// `replay_verify_all`.
+    pub(super) replay_retry: bool,
+    /// The last mount's roll-forward: records taken by their headers or group tables alone,
+    /// those of them read back whole at its end, and whether it ran again reading everything.
+    pub(super) replay_lazy: ReplayLazy,
     /// Half-written segments the mount found (the heads' last segments: (segment, offset of
     /// the end of their valid records rounded up to a write unit); the checkpoint area's
     /// current segment): written to their end before anything else when the medium is a
@@ -642,6 +670,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             cp_bytes: 0,
             fallback: None,
             replay_fallback: false,
+            replay_verify_all: false,
+            replay_retry: false,
+            replay_lazy: ReplayLazy::default(),
             mount_tails: [(NO_SEG, 0); NUM_HEADS + 1],
             sb_refresh: None,
             cp_scrub: [false; 2],
@@ -754,6 +785,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// the medium when it was 0).
     pub fn checkpoint_log_bytes(&self) -> u64 {
         self.opts.checkpoint_log_bytes
+    }
+
+    /// How the last mount's roll-forward read the data records (see [`ReplayLazy`]).
+    pub fn replay_lazy(&self) -> ReplayLazy {
+        self.replay_lazy
     }
 
     /// Sequence number of the next record. It changes whenever anything is appended to the

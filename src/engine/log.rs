@@ -1559,6 +1559,59 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
+    /// For the roll-forward's reading of data records without their payloads: the header of
+    /// the record at `off` of `seg` (sequence `seg_seq`) when it reads back, decodes and is
+    /// a DATA record of a whole block that fits the segment; its location and header, the
+    /// payload and the CRC unchecked. `None` for anything else (the caller scans it in full).
+    /// One small read (through the read cache: consecutive headers share no page, a record
+    /// being longer than a page).
+    pub fn scan_data_header(&mut self, seg: u32, off: u32, seg_seq: u64) -> Result<Option<(RecHdr, Loc)>> {
+        let start = Self::align_pos(self.wu(), off);
+        let mut hb = [0u8; REC_HDR];
+        if u64::from(start) + REC_HDR as u64 > u64::from(self.geo.segment_size) {
+            return Ok(None);
+        }
+        match self.read_bytes_as(seg, start, &mut hb, false) {
+            Ok(()) => {}
+            Err(Error::Corrupt) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let Ok(h) = RecHdr::decode(&hb) else { return Ok(None) };
+        let total = u64::from(h.len) + REC_HDR as u64;
+        if h.rtype != rtype::DATA || h.seg_seq != seg_seq || h.len != BLOCK_SIZE || u64::from(start) + total > u64::from(self.geo.segment_size) {
+            return Ok(None);
+        }
+        Ok(Some((h, Loc { seg, off: start, len: total as u32 })))
+    }
+
+    /// Whether the record at `loc` reads back whole and valid, read one write unit at a time
+    /// through the read cache (the pages holding records' headers, which the roll-forward read
+    /// by `scan_data_header`, are then not read again), as a scan reads a torn tail (a failing
+    /// read does not mark the segment damaged).
+    pub fn record_reads_back(&mut self, loc: Loc, out: &mut P::Vec<u8>) -> Result<bool> {
+        out.clear();
+        out.try_resize(loc.len as usize, 0)?;
+        let wu = self.wu().max(1);
+        let mut at = loc.off;
+        let mut done = 0usize;
+        while done < out.len() {
+            let piece = (wu.saturating_sub(at % wu) as usize).min(out.len().saturating_sub(done));
+            let Some(dst) = out.as_mut_slice().get_mut(done..done.saturating_add(piece)) else { return Err(Error::Corrupt) };
+            match self.read_bytes_as(loc.seg, at, dst, false) {
+                Ok(()) => {}
+                Err(Error::Corrupt) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            done = done.saturating_add(piece);
+            at = at.saturating_add(piece as u32);
+        }
+        match self.check_record(out.as_slice(), loc) {
+            Ok(_) => Ok(true),
+            Err(Error::Corrupt) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The bytes at `off` of `seg` for a scan: from `win` when it can hold them, else read
     /// as a torn tail may be (`read_bytes_as`, not live).
     fn read_scanned(&mut self, seg: u32, off: u32, out: &mut [u8], win: Option<&mut ScanWindow<P>>) -> Result<()> {
@@ -1593,6 +1646,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         let wu = self.wu();
         let start = off.saturating_sub(off.checked_rem(wu).unwrap_or(0));
+        if w.seg != seg || u64::from(start) >= have.saturating_add(SCAN_WINDOW) {
+            // a long jump (over a data group's payload or data records read by their headers
+            // alone, to another segment): start small again
+            w.size = 0;
+        }
         w.size = w.size.saturating_mul(2).clamp(u64::from(wu).saturating_mul(2), SCAN_WINDOW.max(u64::from(wu)));
         let mut stop = u64::from(start)
             .saturating_add(w.size.max(end.saturating_sub(u64::from(start))))

@@ -41,7 +41,7 @@ pub use dir::{DirFiller, RENAME_EXCHANGE, RENAME_NOREPLACE};
 pub use error::{Error, Result};
 pub use flash::{Flash, FlashError, FlashKind, Geometry, PairInfo, Pairing, PairingScheme, ReadStatus};
 pub use format::{FileType, Inode, Stats, Timespec};
-pub use fs::{default_checkpoint_log_bytes, Engine, FormatOptions, MountOptions, StatFs, BLOCK_CHECKPOINT_LOG_BYTES, CHECKPOINT_LOG_BYTES, ROOT_INO};
+pub use fs::{default_checkpoint_log_bytes, Engine, FormatOptions, MountOptions, ReplayLazy, StatFs, BLOCK_CHECKPOINT_LOG_BYTES, CHECKPOINT_LOG_BYTES, ROOT_INO};
 pub use fsck::{FsckProblem, FsckReport};
 pub use gcstep::{GcCursor, GcProgress};
 pub use inode::{CreateArgs, SetAttr};

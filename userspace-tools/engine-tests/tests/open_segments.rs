@@ -568,7 +568,7 @@ fn soak_open_segments() {
 }
 
 /// The replay window comes from the medium when the mount leaves it at 0 (the default): 8 MiB on
-/// a block device, where each checkpoint costs a flush and a cheap FTL's rewrites, 4 MiB on raw
+/// a block device, where each checkpoint costs a flush and a cheap FTL's rewrites, 3 MiB on raw
 /// flash; an explicit value is kept. The kernel and the tools mount with the default.
 #[test]
 fn the_replay_window_is_chosen_from_the_medium() {
@@ -583,7 +583,7 @@ fn the_replay_window_is_chosen_from_the_medium() {
     assert_eq!(fs.checkpoint_log_bytes(), 1 << 20);
     let nand = ferrofs_engine_tests::fresh(128 * 1024, 64, 2048);
     assert_eq!(nand.checkpoint_log_bytes(), CHECKPOINT_LOG_BYTES);
-    assert_eq!(CHECKPOINT_LOG_BYTES, 4 << 20);
+    assert_eq!(CHECKPOINT_LOG_BYTES, 3 << 20);
 }
 
 /// The periodic commit (`Engine::commit`, the kernel's `commit=` tick): on a block device it
