@@ -105,22 +105,11 @@ fn independent_reader_follows_the_document() {
     let mut valid: BTreeMap<u64, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
     for area in &areas {
         let bytes: Vec<u8> = area.iter().flat_map(|&s| img.at(s, 0, seg_size).to_vec()).collect();
-        for k in 0..bytes.len() / slot {
-            let b = &bytes[k * slot..(k + 1) * slot];
-            if u32at(b, 0) != 0x5043_4646 {
-                continue;
-            }
-            let len = u32at(b, 12) as usize;
-            let mut z = b[..len].to_vec();
-            z[4..8].fill(0);
-            if crc32c(&z) != u32at(b, 4) || u64at(b, 24) != serial {
-                continue;
-            }
-            let seq = u64at(b, 16);
-            valid.insert(seq, (b[..len].to_vec(), b.to_vec()));
+        for (seq, blob, whole) in area_slots(&bytes, slot, serial) {
             if best.as_ref().is_none_or(|(s, _)| seq > *s) {
-                best = Some((seq, b[..len].to_vec()));
+                best = Some((seq, blob.clone()));
             }
+            valid.insert(seq, (blob, whole));
         }
     }
     let (_, cp) = best.expect("a valid checkpoint");
@@ -243,17 +232,8 @@ fn checkpoints(img: &Img<'_>, sb: &[u8], serial: u64) -> BTreeMap<u64, (Vec<u8>,
     for a in 0..2 {
         let bytes: Vec<u8> =
             (0..area_segs).flat_map(|i| img.at(u32at(sb, 81 + a * 64 + i * 4), 0, img.seg_size).to_vec()).collect();
-        for k in 0..bytes.len() / slot {
-            let b = &bytes[k * slot..(k + 1) * slot];
-            if u32at(b, 0) != 0x5043_4646 {
-                continue;
-            }
-            let len = u32at(b, 12) as usize;
-            let mut z = b[..len].to_vec();
-            z[4..8].fill(0);
-            if crc32c(&z) == u32at(b, 4) && u64at(b, 24) == serial {
-                valid.insert(u64at(b, 16), (b[..len].to_vec(), b.to_vec()));
-            }
+        for (seq, blob, whole) in area_slots(&bytes, slot, serial) {
+            valid.insert(seq, (blob, whole));
         }
     }
     valid
@@ -283,4 +263,23 @@ fn the_twin_map_marks_only_unchanged_chunks() {
     assert_eq!(chunks, 4);
     let twins = check_twin_map(&img, &valid, newest, chunks);
     assert!(twins > 0 && twins < chunks, "{twins} of {chunks} chunks unchanged: expected some, not all");
+}
+
+/// The valid checkpoints in a checkpoint area's bytes (format.md section 4: slots of `slot`
+/// bytes, magic FFCP, CRC over the blob with its CRC field zeroed, the volume's serial): each as
+/// (sequence, blob, whole slot).
+fn area_slots(bytes: &[u8], slot: usize, serial: u64) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for b in bytes.chunks_exact(slot) {
+        if u32at(b, 0) != 0x5043_4646 {
+            continue;
+        }
+        let len = u32at(b, 12) as usize;
+        let mut z = b[..len].to_vec();
+        z[4..8].fill(0);
+        if crc32c(&z) == u32at(b, 4) && u64at(b, 24) == serial {
+            out.push((u64at(b, 16), b[..len].to_vec(), b.to_vec()));
+        }
+    }
+    out
 }
