@@ -256,7 +256,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let room = self
             .capacity_bytes()
             .saturating_sub(self.committed_bytes())
-            .saturating_sub(self.reserved_space())
+            .saturating_sub(self.reserved)
             .saturating_sub(4096);
         if room == 0 && !data.is_empty() {
             return Err(Error::NoSpace);

@@ -366,7 +366,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             Err(e) => return Err((e, flash)),
         };
         let mut log: Log<P, F> = Log::new(flash, table, fo.serial as u32 ^ (fo.serial >> 32) as u32);
-        log.data_align = data_align;
+        log.set_data_align(data_align);
         if let Err(e) = log.set_open_limit(limit) {
             return Err((e, log.flash));
         }
@@ -553,7 +553,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             _ => None,
         };
         let ro = sb.ro_compat & !FEATURE_RO_COMPAT_SUPPORTED != 0;
-        log.data_align = sb.data_align;
+        log.set_data_align(sb.data_align);
         log.seed = sb.serial as u32 ^ (sb.serial >> 32) as u32;
         let (cache, dirty) = Self::index_budget(&sb, &opts);
         let mut eng = Self::assemble(log, sb, opts, cache);

@@ -9,7 +9,7 @@ use crate::engine::format::{
     REC_HDR,
 };
 use crate::engine::fs::Engine;
-use crate::engine::log::{SEG_PINNED, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
+use crate::engine::log::{GC_GROUP, SEG_PINNED, SEG_RETIRE, SEG_SCRUB, SEG_STUCK};
 use crate::engine::platform::{FallibleVec, Platform};
 
 /// Extra segments the foreground GC frees per checkpoint (hysteresis), at least.
@@ -352,11 +352,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// index maps its key to its slot. A live block that does not read back stays (the segment
     /// is then left stuck by `gc_settle`).
     ///
-    /// 64 blocks (a 256 KiB buffer): a group of 64 and its table block fill a segment at 64/65
-    /// = 98.5 %, above the 97.6 % of DATA records the write-back budget assumes on large
-    /// segments (`budget_capacity`); groups of 32 (97 %) would not be.
+    /// [`GC_GROUP`] blocks: the capacity counts a segment of aligned data by what groups of
+    /// that size fill of it (`Log::block_fill`).
     fn gc_group(&mut self, loc: Loc, table: &[u8]) -> Result<()> {
-        const GC_GROUP: usize = 64;
         let count = group_count(table)?;
         let (payload0, _) = group_extent(loc.off, count, self.log.data_align).ok_or(Error::Corrupt)?;
         let mut data: P::Vec<u8> = P::Vec::new();

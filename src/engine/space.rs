@@ -3,7 +3,7 @@
 
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
-use crate::engine::format::{BLOCK_SIZE, NUM_HEADS, REC_HDR};
+use crate::engine::format::{NUM_HEADS, REC_HDR};
 use crate::engine::index::NODE_MAX_BYTES;
 use crate::engine::fs::{Engine, StatFs};
 use crate::engine::platform::Platform;
@@ -23,12 +23,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// 7/8 of the log segments left after the reserves, counted in what a segment of DATA
     /// records holds ([`Engine::data_fill`]). Records never span segments, so a segment holds
     /// only whole block records: on 16 KiB segments three (76 % of it), on 32 KiB seven (88 %),
-    /// on 128 KiB thirty (95 %). Counted in raw segment bytes, the 7/8 left a filesystem of block
+    /// on 128 KiB thirty-one (98 %). Counted in raw segment bytes, the 7/8 left a filesystem of block
     /// records on 16 KiB segments no dead space at all: the fill ended only when the GC gave up,
     /// with the free segments at the floor, and a deletion then found `NoSpace`. Counted this
     /// way, a full filesystem keeps 1/8 of what its used segments can hold as dead space the
     /// GC can reclaim, whatever the segment size. The write-back budget hands out the same
-    /// figure (`budget_capacity`).
+    /// figure ([`Engine::budget_avail`]).
     pub(crate) fn capacity_bytes(&self) -> u64 {
         let main = self.main_segments();
         let usable = main.saturating_sub(
@@ -37,16 +37,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         usable.saturating_mul(self.data_fill()) / 8 * 7
     }
 
-    /// Bytes of DATA records (header + block) one segment can hold: `floor(usable / (REC_HDR +
-    /// BLOCK_SIZE + REC_HDR - 1))` records, `usable` = segment size - segment header record -
-    /// one write unit (a record never spans segments; up to `REC_HDR - 1` bytes of padding may
-    /// precede one).
+    /// Live bytes of whole blocks one segment holds: [`Log::block_fill`] of the volume's
+    /// geometry and data alignment (the log's own layout rule, computed once at the mount).
+    ///
+    /// [`Log::block_fill`]: crate::engine::log::Log::block_fill
     pub(crate) fn data_fill(&self) -> u64 {
-        let ss = u64::from(self.sb.segment_size);
-        let usable = ss.saturating_sub(2 * REC_HDR as u64).saturating_sub(u64::from(self.sb.write_unit));
-        let rec = REC_HDR as u64 + u64::from(BLOCK_SIZE);
-        let per_seg = usable / rec.saturating_add(REC_HDR as u64 - 1);
-        per_seg.saturating_mul(rec).min(ss)
+        self.log.data_fill.min(u64::from(self.sb.segment_size))
     }
 
     /// Live bytes once the next commit has written the dirty index nodes (each counted as a
@@ -123,7 +119,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     pub(super) fn check_capacity(&self, extra: u64) -> Result<()> {
-        if self.committed_bytes().saturating_add(extra).saturating_add(self.reserved_space()) > self.capacity_bytes() {
+        if self.committed_bytes().saturating_add(extra).saturating_add(self.reserved) > self.capacity_bytes() {
             return Err(Error::NoSpace);
         }
         Ok(())

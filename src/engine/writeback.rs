@@ -9,7 +9,7 @@
 //! the GC, checkpoint, head and segment-table reserves), so the GC always finds victims and the
 //! reserves are never eaten. A budget reservation is a promise that this still holds after the
 //! reserved write-back, so it is counted in live bytes *after the next index commit*, against
-//! [`Engine::budget_capacity`] (the capacity scaled by how much of a segment DATA records can
+//! [`Engine::capacity_bytes`] (the capacity scaled by how much of a segment DATA records can
 //! fill: records never span segments):
 //!
 //! * [`Engine::budget_avail`] = budget capacity - live - `dirty index nodes` x (`NODE_MAX_BYTES` +
@@ -101,14 +101,6 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         blocks.saturating_mul(BUDGET_PER_BLOCK).saturating_add(inodes.saturating_mul(BUDGET_PER_INODE))
     }
 
-    /// The capacity a budget hands out against: [`Engine::capacity_bytes`], which already
-    /// counts segments by what DATA records can fill of them (records never span segments:
-    /// with 16 KiB segments three blocks fit, 76 % of the segment, with 32 KiB seven, 88 %, with
-    /// 128 KiB thirty, 95 %). Every other operation checks against the same figure.
-    pub fn budget_capacity(&self) -> u64 {
-        self.capacity_bytes()
-    }
-
     /// Bytes a budget may hand out now: capacity - live - what the next index commit may add
     /// back for the dirty index nodes (reservations are not subtracted). 0 when the engine no
     /// longer writes.
@@ -116,7 +108,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return 0;
         }
-        self.budget_capacity().saturating_sub(self.live_bytes()).saturating_sub(self.dirty_index_bytes())
+        self.capacity_bytes().saturating_sub(self.live_bytes()).saturating_sub(self.dirty_index_bytes())
     }
 
     /// Tell the engine how many bytes are reserved outside it (call it under the engine lock
@@ -132,22 +124,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.reserved
     }
 
-    /// The figures the budget is computed from: ([`Engine::budget_capacity`], live bytes, what
+    /// The figures the budget is computed from: ([`Engine::capacity_bytes`], live bytes, what
     /// the next index commit may add back for dirty nodes). Budgeted write-back keeps
     /// `live + dirty <= capacity`; right after a checkpoint the dirty term is 0.
     pub fn budget_figures(&self) -> (u64, u64, u64) {
-        (self.budget_capacity(), self.live_bytes(), self.dirty_index_bytes())
+        (self.capacity_bytes(), self.live_bytes(), self.dirty_index_bytes())
     }
 
     /// Inode records written since the mount.
     pub fn inode_records(&self) -> u64 {
         self.inode_records
-    }
-
-    /// Space the non-budgeted operations must leave alone on top of the committed bytes: the
-    /// reservation (they check against the capacity the budget hands out, `capacity_bytes`).
-    pub(crate) fn reserved_space(&self) -> u64 {
-        self.reserved
     }
 
     /// `NoSpace` if `extra` more live bytes would eat into reserved space (nothing reserved:
@@ -156,7 +142,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.reserved == 0 {
             return Ok(());
         }
-        let used = self.committed_bytes().saturating_add(extra).saturating_add(self.reserved_space());
+        let used = self.committed_bytes().saturating_add(extra).saturating_add(self.reserved);
         if used > self.capacity_bytes() {
             return Err(Error::NoSpace);
         }

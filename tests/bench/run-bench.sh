@@ -11,7 +11,8 @@
 #   --targets the targets to run (default: raw jffs2 ubifs f2fs ext4 ferrofs ferrofs-mtdblock)
 #   --experiments "meta mount ..."  only these experiments (names as in status.txt: sweep, latency,
 #             latency-fsync, smallfiles, meta, concurrency, fio, dirty, gc, gc-fsync, mount,
-#             mount-powercut, randwrite-sync16, randwrite-buffered, randwrite-sync1; default: all).
+#             mount-powercut, mount-scale, randwrite-sync16, randwrite-buffered, randwrite-sync1;
+#             default: all).
 #             The profile's setup still runs; the report leaves out what did not run.
 #   --out     results folder (default bench/results/<UTC date>-<commit>-<profile>/)
 #   --initrd  initramfs to boot (default build/initramfs-<flavour>.cpio, as `make initramfs` builds it)

@@ -292,12 +292,14 @@ fn enospc_with_a_segment_table_spanning_segments_window(checkpoint_log_bytes: u6
 
 /// Random 4 KiB overwrites of a 64 MiB NAND (2 KiB pages, 128 KiB blocks) filled with 1 MiB
 /// files to 95 % of the capacity statfs offers: the write amplification (bytes programmed over
-/// user bytes, after a warm-up of twice the device) stays at most 3.9. This workload measured
+/// user bytes, after a warm-up of twice the device) stays at most 4.8. This workload measured
 /// 6.24 while a checkpoint the GC took freed only the victims of the interval before it and
 /// cleaning ahead of need took no victim above 75 % live (at this fill none is), so that the GC
 /// checkpointed every few victims; 5.03 after that (bound 5.4, issue 12 asks for 6 in
 /// simbench). Since the capacity counts segments by the block records they hold (30 of 128
-/// KiB, 94.8 %), 95 % of it is 48 MiB of data instead of about 51: 3.61.
+/// KiB, 94.8 %), 95 % of it is 48 MiB of data instead of about 51: 3.61. Since that count
+/// follows the log's own layout rule (31 records, 98.0 %: `Log::block_record_fill`), 95 % is
+/// 50 MiB: 4.43.
 #[test]
 fn write_amplification_at_95_percent_fill() {
     let f = RamFlash::new_nand(128 * 1024, 512, 2048);
@@ -332,6 +334,6 @@ fn write_amplification_at_95_percent_fill() {
     let s1 = fs.stats();
     let wa = (s1.programmed_bytes - s0.programmed_bytes) as f64 / (s1.user_bytes - s0.user_bytes) as f64;
     eprintln!("{} MiB of data, WA {wa:.2}, {} checkpoints", data >> 20, s1.checkpoints - s0.checkpoints);
-    assert!(wa <= 3.9, "write amplification {wa:.2} at 95 % fill");
+    assert!(wa <= 4.8, "write amplification {wa:.2} at 95 % fill");
     assert_consistent(&mut fs);
 }
