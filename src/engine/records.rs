@@ -62,7 +62,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             self.tree.walk_from(&mut self.log, &from, &mut |k, _| match run.get_mut(n) {
                 Some(slot) if k <= b => {
                     *slot = k;
-                    n += 1;
+                    n = n.saturating_add(1);
                     n < DEL_RUN
                 }
                 _ => false,
