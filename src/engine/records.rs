@@ -8,6 +8,9 @@ use crate::engine::format::{kind, rtype, Inode, Key, Loc, BLOCK_SIZE, HEAD_META,
 use crate::engine::fs::Engine;
 use crate::engine::platform::{FallibleVec, Platform};
 
+/// Keys [`Engine::idx_del_range`] takes from one walk of the index leaves.
+const DEL_RUN: usize = 32;
+
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Point `key` at `loc`, keeping the segment usage table right.
     pub(crate) fn idx_set(&mut self, key: Key, loc: Loc) -> Result<()> {
@@ -36,21 +39,45 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Remove every key in `[a, b]`.
     ///
-    /// Each key `next` finds must be removable: a key that lookups do not reach (a forged
+    /// Each key the walk finds must be removable: a key that lookups do not reach (a forged
     /// index node holding keys outside its parent's range) would otherwise come back from
-    /// `next` forever. Such a tree is `Corrupt`.
+    /// the walk forever. Such a tree is `Corrupt`.
     pub(crate) fn idx_del_range(&mut self, a: Key, b: Key) -> Result<()> {
+        if a == b {
+            // One key (a name, an orphan entry): one descent removes it, instead of a `next`,
+            // the `remove` and a final `next`. A key `remove` does not find goes through the
+            // general loop below, which tells an absent key (Ok) from one that only the walk
+            // reaches (Corrupt).
+            if let Some(o) = self.tree.remove(&mut self.log, &a)? {
+                crate::engine::index::NodeIo::dead(&mut self.log, o);
+                return Ok(());
+            }
+        }
+        // The keys come a run at a time from one walk of the leaves (one descent per run, not
+        // one `next` per key), then each is removed.
         let mut from = a;
         loop {
-            let (k, _) = match self.tree.next(&mut self.log, &from)? {
-                Some(x) if x.0 <= b => x,
-                _ => return Ok(()),
-            };
-            match self.tree.remove(&mut self.log, &k)? {
-                Some(o) => crate::engine::index::NodeIo::dead(&mut self.log, o),
-                None => return Err(Error::Corrupt),
+            let mut run = [Key::default(); DEL_RUN];
+            let mut n = 0usize;
+            self.tree.walk_from(&mut self.log, &from, &mut |k, _| match run.get_mut(n) {
+                Some(slot) if k <= b => {
+                    *slot = k;
+                    n = n.saturating_add(1);
+                    n < DEL_RUN
+                }
+                _ => false,
+            })?;
+            for k in run.get(..n).unwrap_or(&[]) {
+                match self.tree.remove(&mut self.log, k)? {
+                    Some(o) => crate::engine::index::NodeIo::dead(&mut self.log, o),
+                    None => return Err(Error::Corrupt),
+                }
             }
-            from = k;
+            match run.get(..n).and_then(|r| r.last()) {
+                // a full run: the next walk starts after its last key (removed now)
+                Some(&k) if n == DEL_RUN => from = k,
+                _ => return Ok(()),
+            }
         }
     }
 

@@ -74,6 +74,12 @@ struct Cli {
     /// nandsim time and CPU time per operation.
     #[arg(long)]
     meta: bool,
+    /// Meta: directories (default: the rig's full profile, 20).
+    #[arg(long)]
+    meta_dirs: Option<u64>,
+    /// Meta: empty files per directory (default: the rig's full profile, 100).
+    #[arg(long)]
+    meta_files: Option<u64>,
     /// Only the mount-scale experiment: the same files on each --scale-devices size, then a
     /// mount after a clean unmount and one after a power cut at the end of the longest log
     /// the checkpoint bound allows, in simulated nandsim time.
@@ -231,6 +237,12 @@ fn meta_main(cli: &Cli) -> ExitCode {
     let mut cfg = ferrofs_simbench::meta::MetaConfig::rig(cli.seed);
     if let Some(d) = cli.device_mib {
         cfg.device_mib = d;
+    }
+    if let Some(d) = cli.meta_dirs {
+        cfg.dirs = d.max(1);
+    }
+    if let Some(f) = cli.meta_files {
+        cfg.files_per_dir = f.max(1);
     }
     match publish(cli, ferrofs_simbench::meta::run_meta(&cfg), ferrofs_simbench::meta::meta_markdown) {
         Some(_) => ExitCode::SUCCESS,

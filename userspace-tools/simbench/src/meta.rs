@@ -61,6 +61,10 @@ pub struct MetaPhase {
     pub records_per_op: f64,
     /// NAND pages programmed per operation.
     pub pages_programmed_per_op: f64,
+    /// Bytes programmed per operation (the log's records, padding and index nodes).
+    pub bytes_programmed_per_op: f64,
+    /// Bytes of inode records (header included) appended per operation.
+    pub inode_bytes_per_op: f64,
     /// Checkpoints in the phase.
     pub checkpoints: u64,
     /// Simulated nandsim microseconds per operation.
@@ -92,12 +96,13 @@ struct Phase {
     c0: Counters,
     seq0: u64,
     cp0: u64,
+    ib0: u64,
     clock: CpuClock,
 }
 
 impl Phase {
     fn start(fs: &mut Fs) -> Self {
-        Phase { c0: counters(fs), seq0: fs.log_seq(), cp0: fs.stats().checkpoints, clock: CpuClock::start() }
+        Phase { c0: counters(fs), seq0: fs.log_seq(), cp0: fs.stats().checkpoints, ib0: fs.stats().inode_bytes, clock: CpuClock::start() }
     }
 
     fn end(self, fs: &mut Fs, op: &str, ops: u64) -> MetaPhase {
@@ -112,6 +117,8 @@ impl Phase {
             pages_read_per_op: d.pages_read as f64 / n,
             records_per_op: fs.log_seq().saturating_sub(self.seq0) as f64 / n,
             pages_programmed_per_op: d.pages_programmed as f64 / n,
+            bytes_programmed_per_op: d.bytes_programmed as f64 / n,
+            inode_bytes_per_op: fs.stats().inode_bytes.saturating_sub(self.ib0) as f64 / n,
             checkpoints: fs.stats().checkpoints.saturating_sub(self.cp0),
             device_us_per_op: dev * 1e6 / n,
             cpu_us_per_op: cpu * 1e6 / n,
@@ -233,17 +240,19 @@ pub fn meta_markdown(r: &MetaResult) -> String {
         "#### Metadata operations ({} MiB NandSim, {} directories x {} files; per operation)\n\n",
         c.device_mib, c.dirs, c.files_per_dir
     );
-    s.push_str("| op | ops | reads | pages read | records appended | pages programmed | checkpoints | device us | CPU us | ops/s (device + CPU) |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| op | ops | reads | pages read | records appended | bytes programmed | inode bytes | pages programmed | checkpoints | device us | CPU us | ops/s (device + CPU) |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &r.phases {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {} | {:.1} | {:.2} | {:.0} |",
             p.op,
             p.ops,
             p.reads_per_op,
             p.pages_read_per_op,
             p.records_per_op,
+            p.bytes_programmed_per_op,
+            p.inode_bytes_per_op,
             p.pages_programmed_per_op,
             p.checkpoints,
             p.device_us_per_op,
