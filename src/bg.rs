@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 44] = [
+pub(crate) const STAT_NAMES: [&CStr; 48] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -62,6 +62,14 @@ pub(crate) const STAT_NAMES: [&CStr; 44] = [
     c_str!("dev_discards"),
     c_str!("dev_discards_locked"),
     c_str!("dev_max_open_segments"),
+    // a model of an FTL that caches one erase block (mtdblock) fed with the writes and flushes
+    // as sent, a segment taken as its erase block: write-backs when a write goes to another
+    // block, at a cache flush, switches that left a block before its end, and switches into or
+    // out of a superblock or checkpoint-area segment
+    c_str!("dev_ftl1_switch_rewrites"),
+    c_str!("dev_ftl1_flush_rewrites"),
+    c_str!("dev_ftl1_early_switches"),
+    c_str!("dev_ftl1_fixed_switches"),
     // requests to the MTD device (0 on a block device) and the time in them, ns: reads,
     // read time, writes (programs), write time, erase time (nandsim's busy-waits included)
     c_str!("mtd_reads"),

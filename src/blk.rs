@@ -119,6 +119,66 @@ pub(crate) struct IoStats {
     /// The most segments written to and not written to their end or discarded, at once, as
     /// the device saw them (the engine's own count is `max_open_segments`).
     pub(crate) max_open_segments: u64,
+    /// A model of a cheap FTL that caches one erase block (mtdblock): the device's writes and
+    /// flushes as sent, with the erase block taken as one segment. Write-backs of the cached
+    /// block because a write went to another block, because of a cache flush, and, of the
+    /// former, those that left the block before its end (the block is written back again when
+    /// the stream returns to it).
+    pub(crate) ftl1_switch_rewrites: u64,
+    pub(crate) ftl1_flush_rewrites: u64,
+    pub(crate) ftl1_early_switches: u64,
+    /// Of the switches, those into or out of a superblock or checkpoint-area segment.
+    pub(crate) ftl1_fixed_switches: u64,
+}
+
+/// The one-block cache of the `IoStats::ftl1_*` model: the block held (`u64::MAX`: none), the
+/// end of the bytes written into it, whether it is dirty.
+#[derive(Clone, Copy)]
+struct Ftl1 {
+    block: u64,
+    end: u64,
+    dirty: bool,
+}
+
+impl Ftl1 {
+    const EMPTY: Ftl1 = Ftl1 { block: u64::MAX, end: 0, dirty: false };
+
+    /// Device bytes `at..at + len` written, with blocks of `bs` bytes.
+    fn write(&mut self, s: &mut IoStats, at: u64, len: u64, bs: u64, fixed: &[u32]) {
+        if bs == 0 || len == 0 {
+            return;
+        }
+        let mut pos = at;
+        let end = at.saturating_add(len);
+        while pos < end {
+            let b = pos / bs;
+            let to = end.min(b.saturating_add(1).saturating_mul(bs));
+            if b != self.block {
+                if self.dirty {
+                    s.ftl1_switch_rewrites = s.ftl1_switch_rewrites.saturating_add(1);
+                    if self.end < self.block.saturating_add(1).saturating_mul(bs) {
+                        s.ftl1_early_switches = s.ftl1_early_switches.saturating_add(1);
+                    }
+                    let is_fixed = |blk: u64| fixed.iter().any(|&f| u64::from(f) == blk);
+                    if is_fixed(b) || is_fixed(self.block) {
+                        s.ftl1_fixed_switches = s.ftl1_fixed_switches.saturating_add(1);
+                    }
+                }
+                *self = Ftl1 { block: b, end: 0, dirty: false };
+            }
+            self.dirty = true;
+            self.end = self.end.max(to);
+            pos = to;
+        }
+    }
+
+    /// A cache flush: the dirty block is written back and the cache emptied.
+    fn flush(&mut self, s: &mut IoStats) {
+        if self.dirty {
+            s.ftl1_flush_rewrites = s.ftl1_flush_rewrites.saturating_add(1);
+        }
+        *self = Ftl1::EMPTY;
+    }
 }
 
 /// A set of up to `N` segment numbers.
@@ -291,6 +351,10 @@ pub(crate) struct BlkFlash {
     /// A batch of writes failed: every later write and flush fails (fail-stop).
     failed: bool,
     stats: IoStats,
+    ftl1: Ftl1,
+    /// The superblock and checkpoint-area segments (for `IoStats::ftl1_fixed_switches`).
+    fixed: [u32; 2 + 2 * crate::engine::format::MAX_CP_SEGS],
+    nfixed: usize,
     pub(crate) name: DevName,
 }
 
@@ -352,6 +416,9 @@ impl BlkFlash {
             open_now: 0,
             failed: false,
             stats: IoStats::default(),
+            ftl1: Ftl1::EMPTY,
+            fixed: [0; 2 + 2 * crate::engine::format::MAX_CP_SEGS],
+            nfixed: 0,
             name,
         };
         let sb = f.find_superblock(bytes)?;
@@ -394,6 +461,12 @@ impl BlkFlash {
         // bios of whole FTL pages, as large as the queue takes
         if f.max_bio >= preferred as usize {
             f.max_bio = f.max_bio / preferred as usize * preferred as usize;
+        }
+        for &seg in Iterator::chain(sb.sb_segs.iter(), sb.cp_segs.iter().flat_map(|a| a.iter().take(sb.cp_area_segs as usize))) {
+            if let Some(slot) = f.fixed.get_mut(f.nfixed) {
+                *slot = seg;
+                f.nfixed += 1;
+            }
         }
         f.clean = SegBits::new(count)?;
         f.open = SegBits::new(count)?;
@@ -612,6 +685,8 @@ impl BlkFlash {
                 }
                 off += n;
             }
+            let fixed = self.fixed.get(..self.nfixed).unwrap_or(&[]);
+            self.ftl1.write(&mut self.stats, run.dev_at, run.len as u64, u64::from(self.geo.segment_size), fixed);
         }
         self.stats.write_batches = self.stats.write_batches.saturating_add(1);
         match r {
@@ -788,6 +863,7 @@ impl Flash for BlkFlash {
             return Err(FlashError::Io);
         }
         self.stats.flushes = self.stats.flushes.saturating_add(1);
+        self.ftl1.flush(&mut self.stats);
         match self.dev.flush() {
             Ok(()) => Ok(()),
             Err(e) => {

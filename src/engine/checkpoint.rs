@@ -37,6 +37,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     fn checkpoint_write(&mut self) -> Result<()> {
+        let block = self.log.flash.geometry().kind == crate::engine::flash::FlashKind::Block;
         let mut rounds = 0u32;
         let mut locs: P::Vec<Loc> = P::Vec::new();
         // where the checkpoint's own records start in the metadata head (the extension), when
@@ -67,7 +68,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             };
             first_round = false;
             self.tree.commit(&mut self.log)?;
-            self.log.flush_all()?;
+            if block {
+                // On a block device nothing needs the index durable before the segment table:
+                // the one device flush after the table covers both, before the slot that names
+                // them is written. A device flush in between made a cheap FTL that caches one
+                // erase block (mtdblock) write the head's block back once more per checkpoint
+                // (issue 13). The heads are still padded (a failed program still shows as a
+                // ghost head below); only the device flush and its SYNC marker are left out.
+                for h in [crate::engine::format::HEAD_HOT, HEAD_COLD, HEAD_META] {
+                    self.log.flush_head(h)?;
+                }
+            } else {
+                self.log.flush_all()?;
+            }
             if self.log.has_failed_seg() {
                 continue;
             }
