@@ -258,10 +258,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             .saturating_sub(self.committed_bytes())
             .saturating_sub(self.reserved)
             .saturating_sub(4096);
-        if room == 0 && !data.is_empty() {
+        let fit = if (data.len() as u64) <= room { data.len() } else { self.write_fit(&i, off, data.len(), room)? };
+        if fit == 0 && !data.is_empty() {
             return Err(Error::NoSpace);
         }
-        let data = data.get(..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))).ok_or(Error::Invalid)?;
+        let data = data.get(..fit).ok_or(Error::Invalid)?;
         if off > i.size {
             // make sure nothing stale shows up in the gap
             self.cut_data(ino, i.size, 0)?;
@@ -333,6 +334,45 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         i.mtime = now;
         i.ctime = now;
         self.write_inode(&i, 0)?;
+        Ok(done)
+    }
+
+    /// How many of the `len` bytes a write at `off` to file `i` may take with `room` bytes
+    /// left below the capacity (called when `len` exceeds `room`): the bytes of a block whose
+    /// new record is no bigger than the record it replaces cost nothing (an overwrite in place:
+    /// the old record dies, the live bytes do not grow, and the filesystem keeps the dead
+    /// space the capacity leaves for the GC), every other byte costs one byte of `room`, as
+    /// before. Ends at the first byte that does not fit.
+    fn write_fit(&mut self, i: &Inode, off: u64, len: usize, room: u64) -> Result<usize> {
+        let mut left = room;
+        let mut done = 0usize;
+        while done < len {
+            let pos = off.saturating_add(done as u64);
+            let blk = pos / BS;
+            let bo = (pos % BS) as usize;
+            let take = (BS as usize - bo).min(len - done);
+            // what `write_op` writes for this block: the old payload (up to EOF) with the new
+            // bytes over it, as one DATA record
+            let free = match self.idx_get(&Key::new(i.ino, kind::DATA, blk))? {
+                Some(old) => {
+                    let valid = i.size.saturating_sub(blk.saturating_mul(BS)).min(BS);
+                    let old_payload = if old.is_aligned() { BS } else { u64::from(old.len).saturating_sub(REC_HDR as u64) };
+                    let new_payload = old_payload.min(valid).max((bo + take) as u64);
+                    new_payload.saturating_add(REC_HDR as u64) <= u64::from(old.bytes())
+                }
+                None => false,
+            };
+            if free {
+                done += take;
+                continue;
+            }
+            let k = (take as u64).min(left) as usize;
+            done += k;
+            left -= k as u64;
+            if k < take {
+                break;
+            }
+        }
         Ok(done)
     }
 

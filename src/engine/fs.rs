@@ -160,6 +160,11 @@ pub struct Engine<P: Platform, F: Flash> {
     pub(crate) buf2: P::Vec<u8>,
     pub(crate) opts: MountOptions,
     pub(crate) in_checkpoint: bool,
+    /// The log position (`log.next_seq`) and the free-segment need of the last foreground GC
+    /// that ended in `NoSpace` with nothing left to reclaim: while nothing was appended since
+    /// (nothing died, nothing was freed), another attempt at that need or above would only
+    /// write checkpoints that free what they write (`Engine::ensure_space`).
+    pub(crate) gc_futile: Option<(u64, u32)>,
     /// Where the newest checkpoint has each segment-table chunk (their segments are pinned:
     /// `SEG_PINNED`), and where the previous one has it (see `Engine::write_segtab`).
     pub(crate) segtab_locs: P::Vec<Loc>,
@@ -652,6 +657,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             buf2: P::Vec::new(),
             opts,
             in_checkpoint: false,
+            gc_futile: None,
             segtab_locs: P::Vec::new(),
             segtab_prev_locs: P::Vec::new(),
             segtab_twin: P::Vec::new(),

@@ -32,6 +32,25 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
+        if self.log.free_count() < min_free && self.gc_futile(min_free) {
+            // the last attempt found nothing to reclaim and nothing changed since
+            return Err(Error::NoSpace);
+        }
+        let r = self.ensure_space_gc(min_free);
+        if matches!(r, Err(Error::NoSpace)) {
+            self.gc_futile = Some((self.log.next_seq, min_free));
+        }
+        r
+    }
+
+    /// Whether the foreground GC is known to be unable to reach `min_free` free segments: an
+    /// earlier attempt at that need or below ended in `NoSpace` and nothing was appended since
+    /// (no record died, no segment was freed or written).
+    pub(crate) fn gc_futile(&self, min_free: u32) -> bool {
+        matches!(self.gc_futile, Some((seq, need)) if seq == self.log.next_seq && min_free >= need)
+    }
+
+    fn ensure_space_gc(&mut self, min_free: u32) -> Result<()> {
         // Clean ahead of need: start when free segments fall below `low` (the need plus a
         // batch) and collect victims until the segments waiting for a checkpoint cover the need
         // plus two batches, then checkpoint once (a checkpoint writes the dirty index and the
@@ -42,6 +61,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let high = low.saturating_add(batch);
         let mut guard = self.sb.segment_count.saturating_mul(2);
         let mut worked = false;
+        // The GC's own checkpoints in a row that raised nothing with no victim moved before
+        // them: the pending segments are then only what checkpoints supersede, and every
+        // further checkpoint frees as much as it writes. The second such checkpoint ends the
+        // cleaning (the first may have left the segments that died since the previous
+        // checkpoint to the next one). Without this a full filesystem wrote checkpoints until
+        // the guard ran out (two per log segment: 2048 checkpoints, 127 MB programmed on a
+        // 32 MiB device) at every failing operation.
+        let mut stale = 0u32;
         loop {
             let free = self.log.free_count();
             if free >= low || (worked && free >= min_free) {
@@ -53,8 +80,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             guard -= 1;
             let need = free < min_free;
             let pending = self.pending_free();
-            if pending > 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
-                self.checkpoint_to_free()?;
+            if pending > 0 && stale == 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
+                stale = self.checkpoint_stale(free, stale)?;
                 worked = true;
                 continue;
             }
@@ -63,15 +90,24 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // greedy (the most space per move); ahead of need, cost-benefit (see `pick_victim`).
             let max_live = if need { GC_MAX_LIVE } else { self.ahead_max_live() };
             if !self.gc_once(false, max_live, need)? {
-                if need && pending > 0 {
-                    self.checkpoint_to_free()?;
+                if need && pending > 0 && stale < 2 {
+                    stale = self.checkpoint_stale(free, stale)?;
                     worked = true;
                     continue;
                 }
                 return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
             }
+            stale = 0;
             worked = true;
         }
+    }
+
+    /// A checkpoint of the foreground GC, taken with `free` segments free: returns the new
+    /// count of checkpoints in a row that gained nothing (`stale` + 1 when the free segments
+    /// did not grow, else 0).
+    fn checkpoint_stale(&mut self, free: u32, stale: u32) -> Result<u32> {
+        self.checkpoint_to_free()?;
+        Ok(if self.log.free_count() <= free { stale.saturating_add(1) } else { 0 })
     }
 
     /// Segments the foreground GC frees per checkpoint, and how far ahead of need it starts
@@ -90,7 +126,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if self.log.failed {
             return Err(Error::ReadOnly);
         }
-        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
+        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 && !self.gc_futile(u32::MAX) {
             self.checkpoint_to_free()?;
             return Ok(true);
         }

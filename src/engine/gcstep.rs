@@ -81,7 +81,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// The decision part of `gc_step` and `gc_once`: nothing to do, the work done here (a
     /// checkpoint), or the cursor of a new victim.
     fn gc_begin(&mut self, background: bool) -> Result<Begin> {
-        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 {
+        // (not when the foreground GC found nothing to reclaim and nothing changed since: such
+        // a checkpoint frees only what it writes)
+        if self.log.free_count() <= self.cp_margin() && self.pending_free() > 0 && !self.gc_futile(u32::MAX) {
             self.checkpoint_to_free()?;
             return Ok(Begin::Worked);
         }

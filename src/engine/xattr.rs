@@ -4,7 +4,7 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, rtype, Inode, Key, Timespec, FLAG_CONT, HEAD_META, INODE_SIZE, REC_HDR, XATTR_NAME_MAX, XATTR_VALUE_MAX,
+    kind, rtype, Inode, Key, Timespec, FLAG_CONT, HEAD_META, REC_HDR, XATTR_NAME_MAX, XATTR_VALUE_MAX,
 };
 use crate::engine::fs::Engine;
 use crate::engine::inode::SetAttr;
@@ -96,24 +96,32 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         self.begin_mutation(RESERVE_SEGS)?;
         let mut i = self.getattr(ino)?;
-        let key = match self.find_named(ino, kind::XATTR, name)? {
+        let (key, old) = match self.find_named(ino, kind::XATTR, name)? {
             Ok((k, _, _)) => {
                 if flags & XATTR_CREATE != 0 {
                     return Err(Error::Exists);
                 }
-                k
+                (k, self.xattr_bytes(ino, k)?)
             }
             Err(k) => {
                 if flags & XATTR_REPLACE != 0 {
                     return Err(Error::NoData);
                 }
-                k
+                (k, 0)
             }
         };
-        self.check_reserved((2 * REC_HDR + 1 + name.len() + value.len() + INODE_SIZE) as u64)?;
+        // the capacity check of every growing operation (not only while a write-back budget is
+        // reserved): a full filesystem refuses new values rather than give them the reserve
+        // the GC and deletions need; a replacement is charged what it grows
+        self.check_capacity(xattr_record(name, value).saturating_sub(old))?;
         self.put_xattr(ino, key, name, value)?;
         i.ctime = now;
         self.write_inode(&i, 0)
+    }
+
+    /// Live bytes of the XATTR record under collision key `key` of `ino` (0 if none).
+    fn xattr_bytes(&mut self, ino: u64, key: u64) -> Result<u64> {
+        Ok(self.idx_get(&Key::new(ino, kind::XATTR, key))?.map_or(0, |l| u64::from(l.bytes())))
     }
 
     /// Append the XATTR record of `name` = `value` under collision key `key` (part of a group:
@@ -143,7 +151,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if a.size.is_some() {
             return Err(Error::Invalid);
         }
-        let mut need = (REC_HDR + INODE_SIZE) as u64;
+        // the inode record replaces the old one (no growth)
+        let mut need = 0u64;
         let mut sets = false;
         for c in changes {
             if c.name.is_empty() || c.name.len() > XATTR_NAME_MAX {
@@ -153,7 +162,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 if v.len() > self.xattr_value_max() {
                     return Err(Error::Range);
                 }
-                need = need.saturating_add((REC_HDR + 1) as u64).saturating_add(c.name.len() as u64).saturating_add(v.len() as u64);
+                need = need.saturating_add(xattr_record(c.name, v));
                 sets = true;
             }
         }
@@ -161,7 +170,17 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.begin_mutation(if sets { RESERVE_SEGS } else { RESERVE_DELETE })?;
         let mut i = self.getattr(ino)?;
         if sets {
-            self.check_reserved(need)?;
+            // as setxattr: what the new values grow beyond the records they replace (a
+            // removal in the same group is not counted as freeing anything)
+            let mut freed = 0u64;
+            for c in changes {
+                if c.value.is_some() {
+                    if let Ok((k, _, _)) = self.find_named(ino, kind::XATTR, c.name)? {
+                        freed = freed.saturating_add(self.xattr_bytes(ino, k)?);
+                    }
+                }
+            }
+            self.check_capacity(need.saturating_sub(freed))?;
         }
         for c in changes {
             match (self.find_named(ino, kind::XATTR, c.name)?, c.value) {
@@ -205,4 +224,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let overhead = 3 * REC_HDR + self.sb.write_unit as usize + 1 + XATTR_NAME_MAX;
         seg.saturating_sub(overhead).min(XATTR_VALUE_MAX)
     }
+}
+
+/// Live bytes of the XATTR record of `name` = `value` (header, name length, name, value).
+fn xattr_record(name: &[u8], value: &[u8]) -> u64 {
+    (REC_HDR + 1 + name.len() + value.len()) as u64
 }
