@@ -468,6 +468,11 @@ pub mod failalloc {
     pub type FailFs = ferrofs_engine::Engine<FailPlatform, crate::RamFlash>;
 }
 
+/// Create arguments of a regular file, mode 0644, owned by root.
+pub fn reg() -> ferrofs_engine::CreateArgs {
+    ferrofs_engine::CreateArgs { mode: ferrofs_engine::format::S_IFREG | 0o644, ..Default::default() }
+}
+
 /// A time stamp `t` seconds after an arbitrary epoch.
 pub fn ts(t: i64) -> Timespec {
     Timespec { sec: 1_700_000_000 + t, nsec: 0 }

@@ -6,16 +6,12 @@
 
 use ferrofs_engine::flash::{Flash, FlashKind};
 use ferrofs_engine::format::{
-    Superblock, BLOCK_SIZE, FEATURE_INCOMPAT_ALIGNED_DATA, SB_FULL_SIZE, SB_SIZE, S_IFREG,
+    Superblock, BLOCK_SIZE, FEATURE_INCOMPAT_ALIGNED_DATA, SB_FULL_SIZE, SB_SIZE,
 };
-use ferrofs_engine::{CreateArgs, Error, FormatOptions, MountOptions, ROOT_INO};
+use ferrofs_engine::{Error, FormatOptions, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::*;
 
 const BS: usize = BLOCK_SIZE as usize;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 /// A block no other block of the test equals: `tag` in its first 8 bytes, pseudo-random rest.
 fn block(tag: u64) -> Vec<u8> {

@@ -4,17 +4,12 @@
 //! (`checkpoint_fallback`), lose nothing that was written before the newer checkpoint (the log
 //! since the older one still holds it), pass fsck, and stay writable.
 
-use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, MountOptions, SetAttr, ROOT_INO};
+use ferrofs_engine::{MountOptions, SetAttr, ROOT_INO};
 use ferrofs_engine_tests::crashload::read_state;
 use ferrofs_engine_tests::*;
 
 fn opts() -> MountOptions {
     MountOptions { cache_nodes: 24, ..Default::default() }
-}
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
 }
 
 #[test]

@@ -4,13 +4,9 @@
 //! filesystem must stay consistent across remounts (docs/design.md "Space, garbage collection,
 //! wear": what guarantees deletion).
 
-use ferrofs_engine::format::{S_IFDIR, S_IFREG};
-use ferrofs_engine::{CreateArgs, Error, FormatOptions, MountOptions, SetAttr, ROOT_INO};
+use ferrofs_engine::format::S_IFDIR;
+use ferrofs_engine::{Error, FormatOptions, MountOptions, SetAttr, ROOT_INO};
 use ferrofs_engine_tests::*;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 /// One geometry: segment size, page (write unit), device size, replay window, index cache.
 #[derive(Clone, Copy, Debug)]

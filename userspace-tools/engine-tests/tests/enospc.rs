@@ -3,13 +3,9 @@
 //! overwrite in place (no growth of the file's usage) must still succeed (docs/design.md
 //! "Space, garbage collection, wear").
 
-use ferrofs_engine::format::{S_IFDIR, S_IFREG};
-use ferrofs_engine::{CreateArgs, Error, MountOptions, ROOT_INO};
+use ferrofs_engine::format::S_IFDIR;
+use ferrofs_engine::{Error, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::*;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 /// One geometry: segment size, page (write unit), device size, replay window, index cache.
 #[derive(Clone, Copy, Debug)]
@@ -77,7 +73,14 @@ fn fill(fs: &mut Fs, seed: u64) -> Vec<(String, u64, Vec<u8>)> {
     // top up: the last bytes the capacity allows
     let (_, ino, data) = files.last_mut().unwrap();
     top_up(fs, *ino, data);
-    // the few bytes left below the capacity (a write keeps a block's worth more than a create)
+    pad_with_creates(fs, &mut files);
+    assert!(files.len() > 2, "filled with {} files", files.len());
+    files
+}
+
+/// Create empty files until `NoSpace`: the few bytes left below the capacity (a write keeps a
+/// block's worth more than a create).
+fn pad_with_creates(fs: &mut Fs, files: &mut Vec<(String, u64, Vec<u8>)>) {
     for i in 0.. {
         let name = format!("pad{i}");
         match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
@@ -86,8 +89,6 @@ fn fill(fs: &mut Fs, seed: u64) -> Vec<(String, u64, Vec<u8>)> {
             Err(e) => panic!("create: {e:?}"),
         }
     }
-    assert!(files.len() > 2, "filled with {} files", files.len());
-    files
 }
 
 /// Files with one xattr of about 5/8 of a segment each until `NoSpace`: records that pack
@@ -120,15 +121,7 @@ fn fill_xattrs(fs: &mut Fs, seg: u32) -> (Vec<(String, u64, Vec<u8>)>, u64) {
     assert!(files.len() > 4, "filled with {} files", files.len());
     let (_, ino, data) = files.last_mut().unwrap();
     top_up(fs, *ino, data);
-    // the few bytes left below the capacity (a write keeps a block's worth more than a create)
-    for i in 0.. {
-        let name = format!("pad{i}");
-        match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
-            Ok(f) => files.push((name, f.ino, Vec::new())),
-            Err(Error::NoSpace) => break,
-            Err(e) => panic!("create: {e:?}"),
-        }
-    }
+    pad_with_creates(fs, &mut files);
     (files, cps)
 }
 

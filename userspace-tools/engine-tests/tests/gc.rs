@@ -1,12 +1,7 @@
 //! Garbage collection under pressure, ENOSPC and recovery from it, wear levelling, bad blocks.
 
-use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, Error, MountOptions, ROOT_INO};
+use ferrofs_engine::{Error, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::*;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 fn small_fs(segs: u32) -> Fs {
     let f = RamFlash::new_nand(32 * 1024, segs, 512);

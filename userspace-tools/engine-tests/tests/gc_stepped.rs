@@ -1,8 +1,7 @@
 //! Background GC in bounded steps (`gc_step_bounded`): the same result as the whole-segment
 //! `gc_step`, with other operations between the steps, and victims that go away meanwhile.
 
-use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, GcProgress, MountOptions, ROOT_INO};
+use ferrofs_engine::{GcProgress, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::*;
 
 /// 20 files of 48 KiB: 22 no longer fit once the capacity counted segments by the block
@@ -13,10 +12,6 @@ const FSIZE: usize = 48 * 1024;
 
 fn opts() -> MountOptions {
     MountOptions { cache_nodes: 32, ..Default::default() }
-}
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
 }
 
 /// A small filesystem (64 segments of 32 KiB) with files overwritten at random, so that many

@@ -4,17 +4,12 @@
 //! page, fsync'd data included. A torn tail (the last program, cut by a power loss) stays a
 //! silent, writable mount.
 
-use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{CreateArgs, Engine, Error, Flash, MountOptions, ROOT_INO};
-use ferrofs_engine_tests::{mkfs, ts, RamFlash, Rng};
+use ferrofs_engine::{Engine, Error, Flash, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::{mkfs, reg, ts, RamFlash, Rng};
 use ferrofs_flashsim::{CutEffect, CutPlan, NandConfig, NandSim, TornFill};
 
 type E<F> = Engine<StdPlatform, F>;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 fn data(seed: u64, len: usize) -> Vec<u8> {
     let mut d = vec![0u8; len];

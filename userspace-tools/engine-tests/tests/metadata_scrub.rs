@@ -4,17 +4,13 @@
 //! a checkpoint area read through correction, or holding a slot that does not read back, is
 //! moved off and erased by the next checkpoints.
 
-use ferrofs_engine::format::{Superblock, S_IFREG, SB_FULL_SIZE};
+use ferrofs_engine::format::{Superblock, SB_FULL_SIZE};
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{CreateArgs, Engine, Flash, MountOptions, ReadStatus, ROOT_INO};
-use ferrofs_engine_tests::{mkfs, ts, RamFlash};
+use ferrofs_engine::{Engine, Flash, MountOptions, ReadStatus, ROOT_INO};
+use ferrofs_engine_tests::{mkfs, reg, ts, RamFlash};
 use ferrofs_flashsim::{CutEffect, CutPlan, NandConfig, NandSim};
 
 type E<F> = Engine<StdPlatform, F>;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 fn populated_nand() -> NandSim {
     let n = NandSim::new(NandConfig::new(64)).unwrap();

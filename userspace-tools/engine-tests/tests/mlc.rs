@@ -4,18 +4,13 @@
 //! engine pads too little) loses fsync'd data at some cut point, the same device reporting it
 //! right loses none, on `RamFlash` and on flashsim's `NandSim`.
 
-use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashKind, MountOptions, PairInfo, Pairing, PairingScheme, ROOT_INO};
+use ferrofs_engine::{Engine, Error, Flash, FlashKind, MountOptions, PairInfo, Pairing, PairingScheme, ROOT_INO};
 use ferrofs_engine_tests::*;
 use ferrofs_flashsim::{CutEffect, CutPlan, NandConfig, NandSim, TornFill};
 
 const DIST3: Pairing = Pairing { groups: 2, scheme: PairingScheme::Dist3 };
 const ADJACENT: Pairing = Pairing { groups: 2, scheme: PairingScheme::Adjacent };
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 /// Linux's dist3 scheme (nand_base.c), page by page on a 128-page block, both ways; adjacent
 /// pairs; the distances the engine pads by; pairings that describe no block are refused.

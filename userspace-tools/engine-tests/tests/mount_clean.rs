@@ -6,8 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, MountOptions, ROOT_INO};
+use ferrofs_engine::{MountOptions, ROOT_INO};
 use ferrofs_engine_tests::crashcheck::{check_after_cut, CutCheck, Oracle, WriteShape};
 use ferrofs_engine_tests::crashload::read_state;
 use ferrofs_engine_tests::snapshot::snapshot;
@@ -17,10 +16,6 @@ const SEG: u32 = 16 * 1024;
 
 fn opts() -> MountOptions {
     MountOptions { cache_nodes: 32, ..Default::default() }
-}
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
 }
 
 /// A filesystem of `segments` segments of 16 KiB holding the same files whatever its size,

@@ -8,15 +8,11 @@
 //!   so most pages twice, before);
 //! - a damaged record ends the call with an error after the blocks before it were handed out,
 //!   and the blocks after it still read one by one.
-use ferrofs_engine::format::{S_IFREG, BLOCK_SIZE};
-use ferrofs_engine::{CreateArgs, Error, SetAttr, ROOT_INO};
+use ferrofs_engine::format::BLOCK_SIZE;
+use ferrofs_engine::{Error, SetAttr, ROOT_INO};
 use ferrofs_engine_tests::*;
 
 const BS: usize = BLOCK_SIZE as usize;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 /// Every block of `first..first + n` as `read_blocks` hands it out, padded to a whole block.
 fn via_read_blocks(fs: &mut Fs, ino: u64, first: u64, n: u64) -> Result<Vec<Vec<u8>>, Error> {

@@ -6,8 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use ferrofs_engine::format::S_IFREG;
-use ferrofs_engine::{CreateArgs, MountOptions, ROOT_INO};
+use ferrofs_engine::{MountOptions, ROOT_INO};
 use ferrofs_engine_tests::crashload::read_state;
 use ferrofs_engine_tests::*;
 
@@ -22,10 +21,6 @@ const CHUNKS: usize = 10;
 
 fn opts() -> MountOptions {
     MountOptions { cache_nodes: 64, ..Default::default() }
-}
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
 }
 
 /// A fresh filesystem on the test device holding `files` files of `size` random bytes each

@@ -12,18 +12,14 @@
 //!   fsync/sync is intact, and the filesystem keeps working.
 #![allow(clippy::needless_range_loop)]
 
-use ferrofs_engine::format::{S_IFREG, BLOCK_SIZE};
+use ferrofs_engine::format::BLOCK_SIZE;
 use ferrofs_engine::flash::FlashKind;
-use ferrofs_engine::{Budget, CreateArgs, Error, Flash, MountOptions, SetAttr, Timespec, ROOT_INO};
+use ferrofs_engine::{Budget, Error, Flash, MountOptions, SetAttr, Timespec, ROOT_INO};
 use ferrofs_engine_tests::crashcheck::{check_after_cut, CutCheck, Oracle, WriteShape};
 use ferrofs_engine_tests::snapshot::{diff, snapshot};
 use ferrofs_engine_tests::*;
 
 const BS: usize = BLOCK_SIZE as usize;
-
-fn reg() -> CreateArgs {
-    CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }
-}
 
 fn block(b: u8) -> Vec<u8> {
     vec![b; BS]
