@@ -51,7 +51,9 @@ clean:
 # report.md opens with issue 10's write-path figures, each with its target, met or not; then issue
 # 13's cheap-FTL case: ferrofs-mtdblock (the block backend on mtdblock) beside F2FS and ext4, the
 # seed's sweep and dirty runs, and random 4 KiB overwrites of a file of half the chip with an fsync
-# per 16 writes, buffered under a 4 MiB dirty limit, and an fsync per write, each target met or not.
+# per 16 writes, buffered under a 4 MiB dirty limit, and an fsync per write, each target met or not;
+# then every target's usable capacity (df after mkfs) and, for ferrofs, JFFS2 and UBIFS, the clean
+# mount of the same data on a 256 MiB and a 1 GiB chip (experiment mount-scale, issue 12).
 #   make bench       quick profile (a few minutes): bench/results/<date>-<commit>-quick/
 #   make bench-full  full profile (the published numbers, about an hour)
 #   TARGETS="ferrofs ext4 ubifs" and EXPERIMENTS="meta mount mount-powercut" narrow either run
