@@ -136,17 +136,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.inode_records
     }
 
-    /// `NoSpace` if `extra` more live bytes would eat into reserved space (nothing reserved:
-    /// always Ok, the operation's own checks apply).
+    /// `NoSpace` if `extra` more live bytes would eat into reserved space: the capacity check
+    /// ([`Engine::check_capacity`]) while something is reserved (nothing reserved: always Ok,
+    /// the operation's own checks apply).
     pub(crate) fn check_reserved(&self, extra: u64) -> Result<()> {
         if self.reserved == 0 {
             return Ok(());
         }
-        let used = self.committed_bytes().saturating_add(extra).saturating_add(self.reserved);
-        if used > self.capacity_bytes() {
-            return Err(Error::NoSpace);
-        }
-        Ok(())
+        self.check_capacity(extra)
     }
 
     // ------------------------------------------------------------------ write_blocks
