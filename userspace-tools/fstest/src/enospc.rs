@@ -232,6 +232,11 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
         }
     }
 
+    // Overwrites in place on the full filesystem (a database or log rewriting its own pages):
+    // they add nothing, so they must succeed and survive write-back; growth must still get a
+    // clean ENOSPC that loses nothing.
+    overwrite_when_full(r, &mut s, o, &mut buf);
+
     // Operations that free space must work on a full filesystem.
     if let Some((big, size)) = s
         .files
@@ -382,6 +387,187 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
         format!(">= {} - {slack}", avail0),
         a3,
     );
+}
+
+/// Bytes of the files' whole blocks the overwrite check rewrites at once (capped at an eighth of
+/// the filesystem): enough dirty folios that write-back meets them all on the full volume.
+const OVER_MAX: u64 = 32 * MIB;
+
+/// The overwrite checks of a full filesystem: (1) every whole block of the biggest files
+/// (`OVER_MAX` at most) rewritten with other bytes through the page cache, all dirty at once,
+/// plus a small unaligned overwrite inside a block, then syncfs, caches dropped, and every byte
+/// read back (a write-back that failed for lack of space would leave the old bytes or an error);
+/// (2) an O_DIRECT overwrite, read back; (3) the original bytes written back the same way
+/// with fsync per file (so the later checks see the files as recorded); (4) appending to a
+/// file gets ENOSPC (after at most a few blocks: the budget's last crumbs) and the file keeps
+/// its size and bytes.
+fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) {
+    let total = sys::statfs(&s.root).map(|st| st.f_blocks as u64 * st.f_bsize as u64).unwrap_or(0);
+    let cap = OVER_MAX.min(total / 8);
+    let mut by_size: Vec<(String, u64)> = s.files.iter().map(|(k, &v)| (k.clone(), v)).filter(|(_, v)| *v >= 2 * PAGE).collect();
+    by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut chosen = Vec::new();
+    let mut sum = 0u64;
+    for (rel, size) in by_size {
+        if sum >= cap {
+            break;
+        }
+        let len = (size / PAGE * PAGE).min(cap - sum) / PAGE * PAGE;
+        if len == 0 {
+            continue;
+        }
+        sum += len;
+        chosen.push((rel, size, len));
+    }
+    r.note(format!("overwrite on the full filesystem: {} files, {sum} bytes, {} available", chosen.len(), avail(&s.root)));
+    if chosen.is_empty() {
+        r.fail("overwrite on a full filesystem", "files to overwrite", "none of 8 KiB or more");
+        return;
+    }
+    let other = |rel: &str| pattern::key_for(s.seed ^ 0x0F_E7_A1, rel.as_bytes());
+    // (1) buffered, all dirty at once, one syncfs
+    let mut errs = Vec::new();
+    let mut fds = Vec::new();
+    for (rel, _, len) in &chosen {
+        let fd = match sys::open(s.root.join(rel), O_RDWR, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                errs.push(format!("open {rel}: {e}"));
+                continue;
+            }
+        };
+        let key = other(rel);
+        let mut off = 0u64;
+        while off < *len {
+            let n = (*len - off).min(buf.len() as u64) as usize;
+            pattern::fill(key, off, &mut buf[..n]);
+            if let Err((done, e)) = fd.pwrite_all(&buf[..n], off) {
+                errs.push(format!("pwrite {rel} at {}: {e}", off + done as u64));
+                break;
+            }
+            off += n as u64;
+        }
+        fds.push((rel.clone(), fd));
+    }
+    // a small overwrite inside a block (read-modify-write of the folio)
+    let (srel, _, slen) = &chosen[0];
+    let small_off = (*slen).min(8 * PAGE) - PAGE + 1000;
+    let small = [0xA5u8; 100];
+    if let Some((_, fd)) = fds.first() {
+        if let Err((_, e)) = fd.pwrite_all(&small, small_off) {
+            errs.push(format!("pwrite {srel} 100 bytes at {small_off}: {e}"));
+        }
+    }
+    r.check("buffered overwrites of whole blocks on a full filesystem succeed", errs.is_empty(), "no error", errs.first().cloned().unwrap_or_default());
+    r.ok("syncfs after the overwrites on a full filesystem", sys::syncfs_path(&s.root));
+    drop(fds);
+    sys::drop_caches();
+    let mut bad = Vec::new();
+    let mut scratch = Vec::new();
+    for (rel, size, len) in &chosen {
+        let res = (|| -> Result<(), String> {
+            let fd = sys::open(s.root.join(rel), O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
+            let mut off = 0u64;
+            while off < *size {
+                let n = (*size - off).min(buf.len() as u64) as usize;
+                let got = fd.pread_full(&mut buf[..n], off).map_err(|e| format!("read at {off}: {e}"))?;
+                if got != n {
+                    return Err(format!("short read at {off}: {got} of {n}"));
+                }
+                for (i, b) in buf[..n].iter_mut().enumerate() {
+                    let at = off + i as u64;
+                    if rel == srel && at >= small_off && at < small_off + small.len() as u64 {
+                        if *b != 0xA5 {
+                            return Err(format!("byte {at}: {b:#x}, the small overwrite wrote 0xa5"));
+                        }
+                        *b = pattern::byte_at(if at < *len { other(rel) } else { pattern::key_for(s.seed, rel.as_bytes()) }, at);
+                    }
+                }
+                let (a, b) = (off.min(*len), (off + n as u64).min(*len));
+                if a < b {
+                    if let Some(x) = pattern::first_mismatch(other(rel), a, &buf[..(b - a) as usize], &mut scratch) {
+                        return Err(format!("overwritten byte {x} differs"));
+                    }
+                }
+                if off + n as u64 > *len {
+                    let from = (*len).max(off);
+                    let k = (from - off) as usize;
+                    if let Some(x) = pattern::first_mismatch(pattern::key_for(s.seed, rel.as_bytes()), from, &buf[k..n], &mut scratch) {
+                        return Err(format!("byte {x} past the overwrite differs"));
+                    }
+                }
+                off += n as u64;
+            }
+            Ok(())
+        })();
+        if let Err(m) = res {
+            bad.push(format!("{rel}: {m}"));
+        }
+    }
+    r.check("overwritten files read back after syncfs and a cache drop", bad.is_empty(), "all match", bad.first().cloned().unwrap_or_default());
+
+    // (2) O_DIRECT over the start of the first file (the module serves it through the cache)
+    let (drel, _, dlen) = &chosen[0];
+    let dn = (*dlen).min(256 * 1024) as usize;
+    let mut ab = sys::AlignedBuf::new(dn);
+    pattern::fill(pattern::key_for(s.seed, drel.as_bytes()), 0, ab.get_mut());
+    let dres = sys::open(s.root.join(drel), O_RDWR | libc::O_DIRECT, 0).and_then(|fd| {
+        let n = fd.pwrite(ab.get(), 0)?;
+        fd.fsync()?;
+        Ok(n)
+    });
+    r.check("O_DIRECT overwrite on a full filesystem", matches!(dres, Ok(n) if n == dn), format!("{dn} bytes"), format!("{dres:?}"));
+
+    // (3) the original bytes back, fsync per file
+    let mut errs = Vec::new();
+    for (rel, _, len) in &chosen {
+        let key = pattern::key_for(s.seed, rel.as_bytes());
+        let res = sys::open(s.root.join(rel), O_RDWR, 0).map_err(|e| format!("open: {e}")).and_then(|fd| {
+            let mut off = 0u64;
+            let end = (*len).max(if rel == srel { small_off + small.len() as u64 } else { 0 });
+            while off < end {
+                let n = (end - off).min(buf.len() as u64) as usize;
+                pattern::fill(key, off, &mut buf[..n]);
+                fd.pwrite_all(&buf[..n], off).map_err(|(d, e)| format!("pwrite at {}: {e}", off + d as u64))?;
+                off += n as u64;
+            }
+            fd.fsync().map_err(|e| format!("fsync: {e}"))
+        });
+        if let Err(m) = res {
+            errs.push(format!("{rel}: {m}"));
+        }
+    }
+    r.check("rewriting the original bytes (fsync per file) on a full filesystem", errs.is_empty(), "no error", errs.first().cloned().unwrap_or_default());
+
+    // (4) growth: ENOSPC, nothing lost
+    let (arel, asize) = (chosen[0].0.clone(), chosen[0].1);
+    let key = pattern::key_for(s.seed, arel.as_bytes());
+    let mut grown = 0u64;
+    let mut err = None;
+    if let Ok(fd) = sys::open(s.root.join(&arel), O_RDWR, 0) {
+        while grown < 4 * MIB {
+            let off = asize + grown;
+            pattern::fill(key, off, &mut buf[..64 * 1024]);
+            match fd.pwrite(&buf[..64 * 1024], off) {
+                Ok(0) => break,
+                Ok(n) => grown += n as u64,
+                Err(Errno(libc::EINTR)) => {}
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        let _ = fd.fsync();
+    }
+    r.note(format!("append on the full filesystem: {grown} bytes before {err:?}"));
+    r.check("append on a full filesystem gets ENOSPC", err == Some(Errno(ENOSPC)) && grown < MIB, "ENOSPC within 1 MiB", format!("{err:?} after {grown} bytes"));
+    s.files.insert(arel, asize + grown);
+    let _ = sys::syncfs_path(&s.root);
+    if o.drop_caches {
+        sys::drop_caches();
+    }
+    check_sizes(r, s, "after the overwrites and the append: every file's size is what write() reported");
 }
 
 fn check_unexpected(r: &mut Report, s: &mut State, name: &str) {
