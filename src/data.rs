@@ -8,8 +8,10 @@
 //! reserves the worst-case log space of the folio it hands out (`BUDGET_PER_BLOCK`, and once per
 //! dirtied inode `BUDGET_PER_INODE`) from the superblock's `Budget`, lock-free and outside the
 //! engine lock, and marks the folio as budgeted (PG_private), so a re-dirtied folio is never
-//! charged twice. When the reservation fails it writes back dirty data and checkpoints, tries
-//! once more, and then returns ENOSPC to write(2). `write_end` only copies and marks the folio
+//! charged twice. When the reservation fails, a folio whose blocks write-back rewrites in
+//! place (whole blocks already on flash: no growth) is admitted without one (`in_place`, with
+//! the invariant that keeps its write-back from ever needing space); otherwise it writes back
+//! dirty data and checkpoints, tries once more, and then returns ENOSPC to write(2). `write_end` only copies and marks the folio
 //! and the inode dirty: no engine call, no flash I/O. `writepages` gives each run of contiguous
 //! dirty folios to the engine as one `write_blocks` call and releases their budget.
 
@@ -234,6 +236,32 @@ fn budget_unlocked(inode: &Inode, size: usize) -> Result {
     }
 }
 
+/// Whether the locked folio covers only blocks that write-back rewrites in place
+/// (`Engine::blocks_in_place`: whole blocks the flash holds inside the on-flash size, whose
+/// new records are no bigger than the old ones). `write_begin` admits such a folio without a
+/// reservation when the budget is short (a full filesystem still takes overwrites, as ext4
+/// and UBIFS do) and leaves it unmarked, so nothing is released for it later.
+///
+/// The invariant that keeps write-back of such a folio from ever needing space (and so from
+/// failing for lack of it, which would lose data write(2) accepted): while the folio stays
+/// dirty, every block it covers keeps, on flash, a whole-block record inside the on-flash
+/// size. It is checked under the folio lock with the writer holding the inode lock, and only
+/// these change such a record: write-back itself (a new whole-block record: still true),
+/// the GC (moves a record unchanged), truncate (drops the folios wholly past the new size;
+/// `inode::set_size` writes the new EOF folio back before the engine cuts its block, so no
+/// dirty folio is left over a shortened record that a later size increase could let grow),
+/// hole punching (`extents::zero_range` writes the range back first and, holding the inode
+/// lock, excludes `write_begin` until the cache is dropped), and unlink/evict (drops the
+/// folios). `page_mkwrite` does not take this path (it runs without the inode lock): a store
+/// through a mapping always reserves. `Engine::write_blocks` recomputes the same test and
+/// charges only the other blocks, so a run of such folios needs no reservation and is never
+/// refused `NoSpace`.
+fn in_place(inode: &Inode, folio: &LockedFolio) -> bool {
+    let first = folio.pos() as u64 / BS as u64;
+    let n = folio.size().div_ceil(BS) as u64;
+    matches!(inode.info().lock().blocks_in_place(inode.ino(), first, n), Ok(k) if k == n)
+}
+
 /// Release the budget of a folio whose mark was just removed.
 fn release_folio_budget(info: &SbInfo, size: usize) {
     info.budget.release(folio_cost(size));
@@ -300,6 +328,10 @@ pub(crate) unsafe extern "C" fn write_begin(
         }
         if prepaid {
             return ENOSPC.to_errno();
+        }
+        if in_place(inode, &folio) {
+            // an overwrite in place: admitted without a reservation (see `in_place`)
+            break folio;
         }
         // the slow path writes folios back: not with this one locked
         drop(folio);

@@ -9,7 +9,7 @@ use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
-use crate::engine::format::{FileType, Inode as EInode};
+use crate::engine::format::{FileType, Inode as EInode, BLOCK_SIZE};
 use crate::acl::ChmodAcl;
 use crate::engine::SetAttr;
 use crate::kfs::{kerr, DelayedCall, Dentry, EvictingInode, Iattr, Idmap, Iget, Inode, InodeRef, SuperBlock};
@@ -189,6 +189,17 @@ pub(crate) fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
         inode.truncate_setsize(size);
     } else {
         inode.truncate_setsize(size);
+        if size % BLOCK_SIZE as i64 != 0 {
+            // the new EOF folio reaches the flash before the engine shortens its block: a
+            // folio admitted as an overwrite in place without budget (`data::in_place`) must
+            // never stay dirty over a shortened record, which a later size increase would
+            // let grow at write-back
+            let at = size - size % BLOCK_SIZE as i64;
+            if let Err(e) = inode.write_and_wait_range(at, at + BLOCK_SIZE as i64 - 1) {
+                inode.set_size(old);
+                return Err(e);
+            }
+        }
         let r = info.lock().setattr(inode.ino(), &sa, inode.now()).map_err(kerr);
         if r.is_err() {
             // the flash still holds the old size (and the data written back before the cut)

@@ -172,6 +172,7 @@ struct folio *ferrofs_readahead_folio(struct readahead_control *rac) { return re
 struct inode *ferrofs_readahead_inode(struct readahead_control *rac) { return rac->mapping->host; }
 void ferrofs_mapping_set_error(struct address_space *m, int err) { mapping_set_error(m, err); }
 int ferrofs_filemap_write_and_wait(struct address_space *m) { return filemap_write_and_wait(m); }
+int ferrofs_filemap_write_and_wait_range(struct address_space *m, loff_t start, loff_t end) { return filemap_write_and_wait_range(m, start, end); }
 
 /* Write-back (issue 10): the budget mark on a folio (PG_private, value 1), zeroing, the
  * invalidate lock, page faults. */

@@ -114,6 +114,7 @@ struct inode *ferrofs_readahead_inode(struct readahead_control *rac);
 void ferrofs_kstatfs_fill(struct kstatfs *b, long type, u32 bsize, u32 frsize, u64 blocks, u64 bfree, u64 bavail, u64 files, u64 ffree, u32 namelen, u64 fsid);
 void ferrofs_mapping_set_error(struct address_space *m, int err);
 int ferrofs_filemap_write_and_wait(struct address_space *m);
+int ferrofs_filemap_write_and_wait_range(struct address_space *m, loff_t start, loff_t end);
 bool ferrofs_sb_rdonly(const struct super_block *sb);
 void ferrofs_sb_set_rdonly(struct super_block *sb);
 void ferrofs_sb_start_intwrite(struct super_block *sb);

@@ -127,6 +127,7 @@ extern "C" {
     pub(crate) fn ferrofs_kstatfs_fill(b: *mut kstatfs, ty: c_long, bsize: u32, frsize: u32, blocks: u64, bfree: u64, bavail: u64, files: u64, ffree: u64, namelen: u32, fsid: u64);
     pub(crate) fn ferrofs_mapping_set_error(m: *mut address_space, err: c_int);
     pub(crate) fn ferrofs_filemap_write_and_wait(m: *mut address_space) -> c_int;
+    pub(crate) fn ferrofs_filemap_write_and_wait_range(m: *mut address_space, start: i64, end: i64) -> c_int;
     pub(crate) fn ferrofs_sb_rdonly(sb: *const super_block) -> bool;
     pub(crate) fn ferrofs_sb_set_rdonly(sb: *mut super_block);
     pub(crate) fn ferrofs_sb_start_intwrite(sb: *mut super_block);

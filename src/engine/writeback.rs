@@ -146,6 +146,37 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.check_capacity(extra)
     }
 
+    /// How many of blocks `first_blk .. first_blk + n` of regular file `ino` would be written
+    /// back in place: the index holds a record of the whole block (4096 bytes) lying wholly
+    /// inside the on-flash size, at least as big as the record [`Engine::write_blocks`] writes
+    /// for a whole block (an aligned block on a volume with aligned data, a DATA record
+    /// otherwise). Writing such a block back adds no live bytes after the next commit: the new
+    /// record replaces one at least as big, its index entry is rewritten in place (no insert,
+    /// no split), and the call's inode record replaces the inode's. The kernel admits a dirty
+    /// folio of such blocks without a budget reservation (docs/design.md "Write-back"), and
+    /// `write_blocks` charges only the other blocks.
+    pub fn blocks_in_place(&mut self, ino: u64, first_blk: u64, n: u64) -> Result<u64> {
+        let i = self.getattr(ino)?;
+        if i.mode & S_IFMT != S_IFREG {
+            return Ok(0);
+        }
+        let new_bytes = if self.log.data_align != 0 { BS } else { REC_HDR as u64 + BS };
+        let mut k = 0u64;
+        for b in first_blk..first_blk.saturating_add(n) {
+            let inside = b.checked_add(1).and_then(|e| e.checked_mul(BS)).is_some_and(|e| e <= i.size);
+            if !inside {
+                continue;
+            }
+            if let Some(old) = self.idx_get(&Key::new(ino, kind::DATA, b))? {
+                let payload = if old.is_aligned() { BS } else { u64::from(old.len).saturating_sub(REC_HDR as u64) };
+                if payload == BS && u64::from(old.bytes()) >= new_bytes {
+                    k = k.saturating_add(1);
+                }
+            }
+        }
+        Ok(k)
+    }
+
     // ------------------------------------------------------------------ write_blocks
 
     /// Write back whole blocks of regular file `ino`: `blocks[k]` is block `first_blk + k`, each
@@ -158,7 +189,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     ///
     /// May run GC and checkpoints (the same bounds as [`Engine::write`] across segments) and
     /// may use reserved space: never `NoSpace` when [`Engine::set_reserved`] covers
-    /// `budget_cost(blocks.len(), 1)`; without that cover it returns `NoSpace` (nothing
+    /// `budget_cost(fresh, 1)` for the `fresh` blocks not in place ([`Engine::blocks_in_place`];
+    /// nothing when every block is in place); without that cover it returns `NoSpace` (nothing
     /// written) when the room is not there. An error after the first append makes the engine
     /// fail-stop (read-only: later mutations get `ReadOnly`).
     pub fn write_blocks(
@@ -199,7 +231,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if i.mode & S_IFMT != S_IFREG {
             return Err(Error::Invalid);
         }
-        let cost = self.budget_cost(n, 1);
+        // blocks that replace a whole block in place add no live bytes (`blocks_in_place`):
+        // only the others, and their inode record, cost budget; a call of overwrites only costs
+        // nothing and counts as held (the kernel admits such folios without a reservation)
+        let mut cost = self.budget_cost(n, 1);
+        if self.reserved < cost {
+            let fresh = n.saturating_sub(self.blocks_in_place(ino, first_blk, n)?);
+            cost = if fresh == 0 { 0 } else { self.budget_cost(fresh, 1) };
+        }
         let held = self.reserved >= cost;
         if !held && cost > self.budget_avail().saturating_sub(self.reserved) {
             return Err(Error::NoSpace);

@@ -441,6 +441,12 @@ impl Inode {
         unsafe { shim::ferrofs_filemap_write_and_wait(self.mapping()) }
     }
 
+    /// `filemap_write_and_wait_range` of bytes `start..=end` of the inode's mapping.
+    pub(crate) fn write_and_wait_range(&self, start: i64, end: i64) -> Result {
+        // SAFETY: the mapping of a live inode is valid.
+        to_result(unsafe { shim::ferrofs_filemap_write_and_wait_range(self.mapping(), start, end) })
+    }
+
     /// `mapping_set_error` on the inode's mapping.
     pub(crate) fn set_mapping_error(&self, err: kernel::ffi::c_int) {
         // SAFETY: the mapping of a live inode is valid.

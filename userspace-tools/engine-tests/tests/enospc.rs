@@ -4,7 +4,7 @@
 //! "Space, garbage collection, wear").
 
 use ferrofs_engine::format::S_IFDIR;
-use ferrofs_engine::{Error, MountOptions, ROOT_INO};
+use ferrofs_engine::{Error, FormatOptions, MountOptions, ROOT_INO};
 use ferrofs_engine_tests::*;
 
 /// One geometry: segment size, page (write unit), device size, replay window, index cache.
@@ -314,5 +314,78 @@ fn overwrite_in_place_at_full_capacity_succeeds() {
         }
         let mut fs = remount_with(fs, g);
         assert_consistent(&mut fs);
+    }
+}
+
+/// Fault (kernel side, ferrofs-enospc's overwrite checks): the kernel's write-back budget
+/// charged every dirtied folio, so at full capacity an overwrite through the page cache got
+/// ENOSPC. The kernel now admits folios of whole blocks that write-back rewrites in place
+/// without a reservation (`blocks_in_place`), and `write_blocks` must then never refuse them:
+/// with nothing reserved, many overwrite batches (1 to 64 blocks, GC and checkpoints inside)
+/// succeed on a filesystem at its capacity, the live bytes stay within the capacity after a
+/// commit, growth is still refused with nothing appended, and every byte survives a remount.
+/// Also on a volume with aligned data (old records DATA records, the new ones aligned).
+#[test]
+fn write_blocks_in_place_at_full_capacity_needs_no_budget() {
+    let aligned = Geo { seg: 32 << 10, page: 512, dev_mib: 16, cp_mib: 2, cache: 32 };
+    for (g, align) in GEOS.iter().map(|g| (*g, 0)).chain([(aligned, 2048)]) {
+        let mut fs = if align == 0 {
+            mount_new(&g)
+        } else {
+            let f = RamFlash::new_nand(g.seg, (u64::from(g.dev_mib) << 20) as u32 / g.seg, g.page);
+            let f = Fs::format(f, &FormatOptions { data_align: align, ..Default::default() }, ts(0)).map_err(|e| e.0).unwrap();
+            Fs::mount(f, opts(&g)).map_err(|e| e.0).unwrap()
+        };
+        let mut files = fill(&mut fs, 11);
+        fs.set_reserved(0);
+        let whole: Vec<usize> = (0..files.len()).filter(|&i| files[i].2.len() >= 8192).collect();
+        // what is in place: whole blocks inside the size; not the short EOF block, not past EOF
+        let (_, ino0, d0) = &files[whole[0]];
+        let nb = (d0.len() / 4096) as u64;
+        assert_eq!(fs.blocks_in_place(*ino0, 0, nb).unwrap(), nb, "{g:?}");
+        assert_eq!(fs.blocks_in_place(*ino0, nb, 2).unwrap(), 0, "{g:?}");
+        if let Some((_, ino, d)) = files.iter().find(|f| f.2.len() % 4096 != 0) {
+            assert_eq!(fs.blocks_in_place(*ino, (d.len() / 4096) as u64, 1).unwrap(), 0, "{g:?}: the short EOF block");
+        }
+        // growth is refused with nothing appended: a run with one block past the EOF
+        let (_, ino0, d0) = &files[whole[0]];
+        let nb = (d0.len() / 4096) as u64;
+        let b = vec![9u8; 4096];
+        let seq = fs.log_seq();
+        assert_eq!(fs.write_blocks(*ino0, nb - 1, &[&b, &b], (nb + 1) * 4096, ts(4), ts(4)).err(), Some(Error::NoSpace), "{g:?}");
+        assert_eq!(fs.log_seq(), seq, "{g:?}: a refused write_blocks appended something");
+        let mut rng = Rng::new(17);
+        let n_batches = 120;
+        for k in 0..n_batches {
+            let i = whole[rng.below(whole.len() as u64) as usize];
+            let (_, ino, data) = &mut files[i];
+            let blocks = (data.len() / 4096) as u64;
+            let n = (1 + rng.below(64)).min(blocks);
+            let first = rng.below(blocks - n + 1);
+            let mut bufs = vec![vec![0u8; 4096]; n as usize];
+            for b in bufs.iter_mut() {
+                rng.fill(b);
+            }
+            let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+            let size = data.len() as u64;
+            match fs.write_blocks(*ino, first, &refs, ((first + n) * 4096).min(size), ts(3), ts(3)) {
+                Ok(()) => {
+                    for (j, b) in bufs.iter().enumerate() {
+                        let at = (first as usize + j) * 4096;
+                        data[at..at + 4096].copy_from_slice(b);
+                    }
+                }
+                r => panic!("{g:?}: in-place batch {k} ({n} blocks at {first}) at full capacity: {r:?} (statfs {:?})", fs.statfs()),
+            }
+        }
+        fs.sync().unwrap();
+        let (cap, live, dirty) = fs.budget_figures();
+        assert!(live + dirty <= cap, "{g:?}: live {live} + dirty {dirty} over the capacity {cap} after in-place write-back");
+        eprintln!("{g:?} align {align}: {n_batches} in-place batches at full capacity, statfs {:?}, {:?}", fs.statfs(), fs.stats());
+        assert_consistent(&mut fs);
+        verify(&mut fs, &files);
+        let mut fs = remount_with(fs, &g);
+        assert_consistent(&mut fs);
+        verify(&mut fs, &files);
     }
 }
