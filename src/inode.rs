@@ -170,7 +170,8 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
 /// fault or readahead brings folios back meanwhile. Shrinking: `truncate_setsize` first (it
 /// waits for the writeback of, and drops, the folios past the new size, whose budgets
 /// `invalidate_folio` gives back), then the engine cut; a write-back of a dropped folio can
-/// then no longer re-extend the file on flash. Growing: the engine first (it can run out of
+/// then no longer re-extend the file on flash; a cut inside a block first writes that block's
+/// folio back (the invariant of `data::in_place`). Growing: the engine first (it can run out of
 /// space), then `truncate_setsize`. The cut is budgeted with the inode's write-back charge if
 /// it holds one (the engine otherwise keeps reserved space from it: a cut that grows the
 /// on-flash size writes an inode record like any other). The caller holds the inode lock.

@@ -568,6 +568,58 @@ fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) 
         sys::drop_caches();
     }
     check_sizes(r, s, "after the overwrites and the append: every file's size is what write() reported");
+
+    // (5) an overwrite in place left dirty over a block that truncate then shortens, and the
+    // size grown back: write-back must not find the block grown past what the flash holds (the
+    // kernel writes the new EOF folio back before the cut). The file ends with that block or
+    // a short one, so the cut frees less than what writing the block anew would cost.
+    let pick = s.files.iter().map(|(k, &v)| (k.clone(), v)).find(|(_, v)| *v >= 2 * PAGE && *v % PAGE <= 2000);
+    let Some((trel, tsize)) = pick else {
+        r.note("no file ends in a short enough block for the truncate check");
+        return;
+    };
+    let b = tsize / PAGE - 1;
+    let tkey = other(&trel);
+    let mut page = vec![0u8; PAGE as usize];
+    pattern::fill(tkey, b * PAGE, &mut page);
+    let res = sys::open(s.root.join(&trel), O_RDWR, 0).and_then(|fd| {
+        let n = fd.pwrite(&page, b * PAGE)?;
+        if n != page.len() {
+            return Err(Errno(libc::EIO));
+        }
+        fd.ftruncate(b * PAGE + 100)?;
+        fd.ftruncate((b + 1) * PAGE)
+    });
+    r.check("overwrite in place, truncate into the block, grow back on a full filesystem", res.is_ok(), "no error", format!("{res:?}"));
+    r.ok("syncfs after the truncate of an overwritten block", sys::syncfs_path(&s.root));
+    sys::drop_caches();
+    let key = pattern::key_for(s.seed, trel.as_bytes());
+    let res = (|| -> Result<(), String> {
+        let fd = sys::open(s.root.join(&trel), O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
+        let mut all = vec![0u8; ((b + 1) * PAGE) as usize];
+        let n = fd.pread_full(&mut all, 0).map_err(|e| format!("read: {e}"))?;
+        let mut extra = [0u8; 1];
+        if n != all.len() || fd.pread_full(&mut extra, all.len() as u64).map_err(|e| format!("read: {e}"))? != 0 {
+            return Err(format!("size is not {}", all.len()));
+        }
+        let mut scratch = Vec::new();
+        let bs = (b * PAGE) as usize;
+        if let Some(x) = pattern::first_mismatch(key, 0, &all[..bs], &mut scratch) {
+            return Err(format!("byte {x} before the block differs"));
+        }
+        if all[bs..bs + 100] != page[..100] {
+            return Err("the overwritten bytes below the cut differ".into());
+        }
+        if all[bs + 100..].iter().any(|&c| c != 0) {
+            return Err("bytes past the cut are not zero".into());
+        }
+        Ok(())
+    })();
+    check_res(r, "the truncated overwrite reads back (new bytes below the cut, zeros above)", res);
+    // it no longer follows the pattern: out of the final verification
+    if sys::unlink(s.root.join(&trel)).is_ok() {
+        s.files.remove(&trel);
+    }
 }
 
 fn check_unexpected(r: &mut Report, s: &mut State, name: &str) {
