@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 48] = [
+pub(crate) const STAT_NAMES: [&CStr; 49] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -47,7 +47,8 @@ pub(crate) const STAT_NAMES: [&CStr; 48] = [
     // the total hold time since the mount, ns
     c_str!("lock_hold_sum_ns"),
     // what the block backend sent to the device (`blk::IoStats`; 0 on MTD): write bios, their
-    // bytes, the smallest, those not whole aligned FTL pages, batches (one wait each); read
+    // bytes, the smallest, those not whole aligned FTL pages, batches, the per-segment groups
+    // they went out in (one wait each); read
     // bios, bytes, reads served from the last page read; cache flushes; segment discards, and
     // those issued under the engine lock; the most segments open at once as the device saw it
     c_str!("dev_write_bios"),
@@ -55,6 +56,7 @@ pub(crate) const STAT_NAMES: [&CStr; 48] = [
     c_str!("dev_write_min_bytes"),
     c_str!("dev_writes_unaligned"),
     c_str!("dev_write_batches"),
+    c_str!("dev_write_groups"),
     c_str!("dev_read_bios"),
     c_str!("dev_read_bytes"),
     c_str!("dev_read_hits"),

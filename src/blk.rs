@@ -13,8 +13,9 @@
 //! I/O (docs/kernel.md, "The block backend's I/O"):
 //! - writes are queued (copied into owned pages, contiguous ones merged into one run) and sent
 //!   when the engine call ends (`complete`, from the engine lock's guard), before a read of a
-//!   queued range, a discard, a cache flush, or when the queue is full: under one block plug,
-//!   as bios as large as the queue takes, chained so that one wait covers all of them. A failed
+//!   queued range, a discard, a cache flush, or when the queue is full: one segment's runs at a
+//!   time (no elevator can then put a later segment's writes first), each group under one
+//!   block plug, as bios as large as the queue takes, chained so that one wait covers it. A failed
 //!   batch stops every later write (`Io`): the engine goes fail-stop at its next write.
 //! - reads are widened to whole aligned FTL pages (`preferred_write`) and the last one read is
 //!   kept: the next record is often in it.
@@ -104,8 +105,10 @@ pub(crate) struct IoStats {
     /// Write bios that do not start on an FTL page (`preferred_write`) or are not a whole
     /// number of pages.
     pub(crate) writes_unaligned: u64,
-    /// Batches of writes sent and waited for (one wait each).
+    /// Batches of writes sent, and the groups they went out in (one segment's runs each,
+    /// one wait each: `complete`).
     pub(crate) write_batches: u64,
+    pub(crate) write_groups: u64,
     /// Read bios and their bytes; reads served from the last page read.
     pub(crate) read_bios: u64,
     pub(crate) read_bytes: u64,
@@ -656,9 +659,17 @@ impl BlkFlash {
         Ok(())
     }
 
-    /// Send the queued writes (under one plug, as large bios) and wait for them once. After a
-    /// failure every later write and flush fails: the engine stops at its next write, so the
-    /// records it believed written are never relied on (fsync reports the error).
+    /// Send the queued writes and wait for them: one segment's runs at a time, each group under
+    /// one plug as large bios with one wait. After a failure every later write and flush
+    /// fails: the engine stops at its next write, so the records it believed written are never
+    /// relied on (fsync reports the error).
+    ///
+    /// Why a wait per segment: the elevator of a single-queue device (mq-deadline, the default
+    /// for mtdblock, SD and eMMC) dispatches what a plug holds in sector order from where its
+    /// last write ended, so a batch that finishes one segment and starts a lower-addressed one
+    /// could reach the device start-of-the-new-one first; a one-erase-block FTL (mtdblock,
+    /// cheap cards) then writes both erase blocks back twice. Inside one segment the runs are
+    /// ascending (the engine writes a segment sequentially), which no elevator reorders.
     pub(crate) fn complete(&mut self) -> Result<(), FlashError> {
         if self.nruns == 0 {
             return Ok(());
@@ -667,7 +678,30 @@ impl BlkFlash {
         self.nruns = 0;
         let wbytes = core::mem::replace(&mut self.wbytes, 0);
         let runs = self.runs.get(..n).ok_or(FlashError::InvalidRequest)?;
-        let r = self.dev.submit_runs(true, runs, &self.wbuf, self.max_bio);
+        let ss = u64::from(self.geo.segment_size).max(1);
+        let mut r = Ok(0u64);
+        let mut first = 0usize;
+        while first < n {
+            // the group: `runs[first..last]`, ascending runs inside one segment
+            let seg = runs.get(first).map(|x| x.dev_at / ss);
+            let mut last = first + 1;
+            while let (Some(prev), Some(next)) = (runs.get(last - 1), runs.get(last)) {
+                if Some(next.dev_at / ss) != seg || next.dev_at < prev.dev_at.saturating_add(prev.len as u64) {
+                    break;
+                }
+                last += 1;
+            }
+            let group = runs.get(first..last).ok_or(FlashError::InvalidRequest)?;
+            match self.dev.submit_runs(true, group, &self.wbuf, self.max_bio) {
+                Ok(b) => r = r.map(|t| t + b),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+            self.stats.write_groups = self.stats.write_groups.saturating_add(1);
+            first = last;
+        }
         let chunk = u64::from(self.geo.preferred_write.max(1));
         let max_bio = self.max_bio.max(1) as u64;
         for run in runs {

@@ -232,7 +232,7 @@ impl SbInfo {
         let lock = self.lockstat.figures();
         let d = fs.flash_ref().io_stats();
         let dev = [
-            d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.read_bios, d.read_bytes, d.read_hits,
+            d.write_bios, d.write_bytes, d.write_min_bytes, d.writes_unaligned, d.write_batches, d.write_groups, d.read_bios, d.read_bytes, d.read_hits,
             d.flushes, d.discards, d.discards_locked, d.max_open_segments, d.ftl1_switch_rewrites, d.ftl1_flush_rewrites, d.ftl1_early_switches, d.ftl1_fixed_switches,
         ];
         let m = fs.flash_ref().mtd_times();

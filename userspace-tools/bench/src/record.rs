@@ -294,13 +294,13 @@ pub struct MountRun {
     /// The caches that grew or shrank most.
     pub slab_top_delta_bytes: BTreeMap<String, i64>,
     pub cache_drop: String,
-    /// Kernel memory the mounted filesystem holds, kB: the change of slab memory (from
-    /// /proc/slabinfo without the excluded caches when readable, else meminfo's Slab) plus
-    /// VmallocUsed and Percpu (/proc/meminfo) from before the mount to after it, both read after
-    /// `sync` and dropping the page, dentry and inode caches (so read-back caches do not count;
-    /// what the filesystem keeps in RAM, e.g. JFFS2's node map or an index cache, does).
-    /// Allocations larger than the biggest kmalloc cache (8 KiB) come from the page allocator and
-    /// are not counted, for any filesystem.
+    /// Kernel memory the mounted filesystem holds, kB: the change of meminfo's Slab (which
+    /// also counts kmalloc allocations above 8 KiB, served by the page allocator) less the
+    /// excluded slab caches' change (/proc/slabinfo: nandsim), plus VmallocUsed and Percpu
+    /// (/proc/meminfo), from before the mount to after it, both read after `sync` and dropping
+    /// the page, dentry and inode caches (so read-back caches do not count; what the filesystem
+    /// keeps in RAM, e.g. JFFS2's node map or an index cache, does). Direct page allocations
+    /// (alloc_pages outside kmalloc) are not counted, for any filesystem.
     #[serde(default)]
     pub held_kb: Option<i64>,
 }

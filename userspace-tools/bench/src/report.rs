@@ -568,9 +568,9 @@ pub fn combined_markdown(set: &ResultSet, reference: &str) -> Result<String> {
             }
             "mount" | "mount-powercut" => {
                 if exp == "mount-powercut" {
-                    let _ = writeln!(s, "Mount of a flash image taken while a writer ran (its unflushed data lost), after UBI attach for UBIFS. Held kB: kernel memory the mounted filesystem keeps (Slab + VmallocUsed + Percpu change across the mount, caches dropped).\n");
+                    let _ = writeln!(s, "Mount of a flash image taken while a writer ran (its unflushed data lost), after UBI attach for UBIFS. Held kB: kernel memory the mounted filesystem keeps (change across the mount, caches dropped, of meminfo's Slab, which counts kmalloc above 8 KiB too, less nandsim's slab cache, plus VmallocUsed and Percpu).\n");
                 } else {
-                    let _ = writeln!(s, "Mount after a clean unmount of the used filesystem. Held kB: kernel memory the mounted filesystem keeps (Slab + VmallocUsed + Percpu change across the mount, caches dropped).\n");
+                    let _ = writeln!(s, "Mount after a clean unmount of the used filesystem. Held kB: kernel memory the mounted filesystem keeps (change across the mount, caches dropped, of meminfo's Slab, which counts kmalloc above 8 KiB too, less nandsim's slab cache, plus VmallocUsed and Percpu).\n");
                 }
                 let _ = writeln!(s, "Floor: the same shell and mount(8) spawn mounting a tmpfs (median of its runs); median minus floor is the mount itself.\n");
                 let res: BTreeMap<String, MountResults> = ls.iter().filter_map(|l| Some((l.clone(), set.get(&exp, l)?.results_as().ok()?))).collect();
