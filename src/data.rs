@@ -420,11 +420,27 @@ struct Run {
     n: usize,
     /// The page index of the first folio.
     first: u64,
+    /// The inode record's budget (`BUDGET_PER_INODE`) this writeback holds, or 0: taken by
+    /// the first run that needs it and kept for the file's later runs of the same `writepages`
+    /// call, whose inode records each replace the previous one (so together they cost no more
+    /// than the first); given back by `release_inode_charge` at the end. Taken per run and
+    /// given back after each (as before), a later run found the inode's charge spent and, on a
+    /// full volume, nothing to take a new one from: `write_blocks` refused it with `NoSpace`
+    /// and syncfs reported ENOSPC with the folios left dirty.
+    ino_part: u64,
 }
 
 impl Run {
     fn new() -> Self {
-        Run { folios: [const { None }; MAX_RUN], n: 0, first: 0 }
+        Run { folios: [const { None }; MAX_RUN], n: 0, first: 0, ino_part: 0 }
+    }
+
+    /// Give back the inode record's budget this writeback held (`ino_part`).
+    fn release_inode_charge(&mut self, inode: &Inode) {
+        let part = core::mem::take(&mut self.ino_part);
+        if part > 0 {
+            inode.info().budget.release(part);
+        }
     }
 
     /// Whether a folio at page index `index` continues the run.
@@ -477,13 +493,11 @@ impl Run {
             let size = isize.min(run_end);
             let (mtime, ctime) = (inode.mtime(), inode.ctime());
             let flag = &inode.ferro().ino_budget;
-            // the inode record of this call: the inode's charge, else a fresh one, else (a
-            // later run of the same writeback) the slack of the global reservation
-            let ino_part = if flag.swap(false, Ordering::AcqRel) || info.budget.try_reserve(BUDGET_PER_INODE) {
-                BUDGET_PER_INODE
-            } else {
-                0
-            };
+            // the inode record of this call: the charge this writeback holds (`ino_part`), else
+            // the inode's, else a fresh one, else the slack of the global reservation
+            if self.ino_part == 0 && (flag.swap(false, Ordering::AcqRel) || info.budget.try_reserve(BUDGET_PER_INODE)) {
+                self.ino_part = BUDGET_PER_INODE;
+            }
             let mut blocks: [&[u8]; MAX_RUN] = [&[]; MAX_RUN];
             for (k, slot) in self.folios.iter().take(m).enumerate() {
                 if let Some(f) = slot.as_ref() {
@@ -510,12 +524,13 @@ impl Run {
                     }
                 }
             }
-            if ino_part > 0 {
-                if redirty {
-                    flag.store(true, Ordering::Release);
-                } else {
-                    info.budget.release(ino_part);
+            if redirty && self.ino_part > 0 {
+                // the folios stay dirty: the charge goes back to the inode (unless a writer
+                // charged it again meanwhile)
+                if flag.swap(true, Ordering::AcqRel) {
+                    info.budget.release(self.ino_part);
                 }
+                self.ino_part = 0;
             }
             if !redirty {
                 for slot in self.folios.iter_mut().take(n) {
@@ -586,6 +601,7 @@ pub(crate) unsafe extern "C" fn writepages(mapping: *mut bindings::address_space
         run.push(index, f);
     }
     let e = run.flush(inode, &wb);
+    run.release_inode_charge(inode);
     if first_err == 0 {
         first_err = e;
     }
