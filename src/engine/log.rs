@@ -130,14 +130,11 @@ pub struct Head<P: Platform> {
     /// A program failed in `seg`: nothing more is programmed there, records accumulate in
     /// `buf` until the engine relocates them (see `Engine::relocate_failed`).
     pub ghost: bool,
-    /// Record bytes appended since the last device flush (`flush_all`): what the next
-    /// durability point will likely write again (see `Log::tail_target`).
-    pub since_flush: u32,
 }
 
 impl<P: Platform> Head<P> {
     fn new() -> Self {
-        Head { seg: NO_SEG, seg_seq: 0, pos: 0, buf_start: 0, buf: P::Vec::new(), next: NO_SEG, ghost: false, since_flush: 0 }
+        Head { seg: NO_SEG, seg_seq: 0, pos: 0, buf_start: 0, buf: P::Vec::new(), next: NO_SEG, ghost: false }
     }
 }
 
@@ -202,9 +199,6 @@ pub struct Log<P: Platform, F: Flash> {
     /// Flushes pad to `chunk` (the FTL page on a block device), not just to the write unit
     /// (see `PAD_TO_CHUNK_MIN_PAGES`).
     pub pad_to_chunk: bool,
-    /// While `flush_all` writes the heads out: what the head being flushed appended since the
-    /// previous device flush (0 otherwise; see `Log::tail_target`).
-    flush_hint: u32,
     /// Segments open now (flag `SEG_WOPEN`).
     pub open_now: u32,
     /// The most segments open at once since the mount.
@@ -312,7 +306,6 @@ impl<P: Platform, F: Flash> Log<P, F> {
             pad_to_chunk: geo.kind == FlashKind::Block
                 && chunk > wu
                 && u64::from(geo.segment_size) >= u64::from(chunk).saturating_mul(PAD_TO_CHUNK_MIN_PAGES),
-            flush_hint: 0,
             open_now: 0,
             open_max: 0,
             pairing,
@@ -936,9 +929,6 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
         let seq = self.take_seq();
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(need));
-        if let Some(hd) = self.heads.get_mut(h) {
-            hd.since_flush = hd.since_flush.saturating_add(need);
-        }
         let r = self.append_raw(h, rt, flags, key, payload, seq);
         let kind = match rt {
             rtype::INDEX => Some(&mut self.stats.index_bytes),
@@ -1044,9 +1034,6 @@ impl<P: Platform, F: Flash> Log<P, F> {
             }
         };
         self.since_checkpoint = self.since_checkpoint.saturating_add(u64::from(end.saturating_sub(start)));
-        if let Some(hd) = self.heads.get_mut(h) {
-            hd.since_flush = hd.since_flush.saturating_add(end.saturating_sub(start));
-        }
         let mut off = end.saturating_sub((n as u32).saturating_mul(BLOCK_SIZE));
         for &(_, _, data) in todo {
             locs.try_push(Loc::aligned(seg, off, block_crc(self.seed, data)))?;
@@ -1118,27 +1105,6 @@ impl<P: Platform, F: Flash> Log<P, F> {
         } else {
             self.wu()
         }
-    }
-
-    /// The `flush_hint` `flush_all` flushes head `h` with: what it wrote since the previous
-    /// device flush, while at least a quarter of the main segments are free (the GC idles; on a
-    /// fuller volume the padding would only come back as GC work: simbench's sustained sync16
-    /// on a half-full 16 MiB device wrote 2 378 erase blocks back with it always on, 2 236
-    /// without), else 0.
-    fn flush_hint_of(&self, h: usize) -> u32 {
-        let main = u64::from(self.segs.counts().main);
-        if u64::from(self.free_count()).saturating_mul(4) < main {
-            return 0;
-        }
-        self.heads.get(h).map(|hd| hd.since_flush).unwrap_or(0)
-    }
-
-    /// `pads` as `flush_all` will flush head `h` (with its `flush_hint`).
-    fn flush_pads(&mut self, h: usize) -> bool {
-        self.flush_hint = self.flush_hint_of(h);
-        let p = self.pads(h);
-        self.flush_hint = 0;
-        p
     }
 
     /// Whether flushing head `h` writes a padding record (it has buffered bytes and room for a
@@ -1224,23 +1190,13 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// anyway, after the flush: on a cheap FTL that caches one erase block (mtdblock) that
     /// padding dirties the flushed block again and costs it one more rewrite. Written in the
     /// flush, the padding goes back in the same rewrite.
-    ///
-    /// At a device flush (`flush_all`: fsync, checkpoint), while the volume has free space to
-    /// spare, also when less room would be left than the head wrote since the previous flush
-    /// (`flush_hint`): the next fsync of the same
-    /// size would then cross into the next segment, and a one-erase-block FTL would write this
-    /// segment's erase block back once more at that switch besides the write-back at each
-    /// flush (sync16: 1.44 write-backs per fsync). Padded now, the rest of the segment goes
-    /// back in this flush's write-back and the next fsync starts a fresh segment: one
-    /// write-back per fsync, for at most one fsync's bytes of padding per segment (dead
-    /// space the GC takes back like overwritten data).
     fn tail_target(&self, target: u32) -> u32 {
         let ss = self.geo.segment_size;
         if self.geo.kind != FlashKind::Block || target >= ss {
             return target;
         }
         let wu = self.wu();
-        let room = (BLOCK_SIZE.saturating_add(REC_HDR as u32)).div_ceil(wu).saturating_mul(wu).max(self.flush_hint);
+        let room = (BLOCK_SIZE.saturating_add(REC_HDR as u32)).div_ceil(wu).saturating_mul(wu);
         if ss.saturating_sub(target) < room {
             ss
         } else {
@@ -1402,14 +1358,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
         let mark = if self.need_checkpoint || self.has_failed_seg() {
             None
         } else {
-            Some(order.iter().rev().copied().filter(|&h| h != usize::MAX).find(|&h| self.flush_pads(h)).unwrap_or(meta))
+            Some(order.iter().rev().copied().filter(|&h| h != usize::MAX).find(|&h| self.pads(h)).unwrap_or(meta))
         };
         for h in order {
             if h != usize::MAX {
-                self.flush_hint = self.flush_hint_of(h);
-                let r = self.flush_head_mark(h, mark == Some(h));
-                self.flush_hint = 0;
-                r?;
+                self.flush_head_mark(h, mark == Some(h))?;
             }
         }
         if self.pairing.is_some() {
@@ -1423,9 +1376,6 @@ impl<P: Platform, F: Flash> Log<P, F> {
         match self.flash.flush() {
             Ok(()) => {
                 self.flushed_seq = self.next_seq;
-                for hd in self.heads.iter_mut() {
-                    hd.since_flush = 0;
-                }
                 Ok(())
             }
             Err(e) => {
