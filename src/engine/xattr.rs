@@ -68,11 +68,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let nl = *p.first().ok_or(Error::Corrupt)? as usize;
             let name = p.get(1..1 + nl).ok_or(Error::Corrupt)?;
             if !buf.is_empty() {
-                let dst = buf.get_mut(total..total.saturating_add(nl).saturating_add(1)).ok_or(Error::Range)?;
-                if let Some((last, head)) = dst.split_last_mut() {
-                    head.copy_from_slice(name);
-                    *last = 0;
+                let end = total.checked_add(nl).ok_or(Error::Range)?;
+                let dst = buf.get_mut(total..end).ok_or(Error::Range)?;
+                // byte copy: no length-mismatch panic path (lengths are equal by construction)
+                for (d, s) in dst.iter_mut().zip(name) {
+                    *d = *s;
                 }
+                *buf.get_mut(end).ok_or(Error::Range)? = 0;
             }
             total = total.saturating_add(nl).saturating_add(1);
             // no name hash reaches u64::MAX; a forged key there would repeat forever
