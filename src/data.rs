@@ -10,7 +10,8 @@
 //! engine lock, and marks the folio as budgeted (PG_private), so a re-dirtied folio is never
 //! charged twice. When the reservation fails, a folio whose blocks write-back rewrites in
 //! place (whole blocks already on flash: no growth) is admitted without one (`in_place`, with
-//! the invariant that keeps its write-back from ever needing space); otherwise it writes back
+//! the invariant that keeps its write-back from ever needing space; `page_mkwrite` does the
+//! same for a store through a shared mapping); otherwise it writes back
 //! dirty data and checkpoints, tries once more, and then returns ENOSPC to write(2). `write_end` only copies and marks the folio
 //! and the inode dirty: no engine call, no flash I/O. `writepages` gives each run of contiguous
 //! dirty folios to the engine as one `write_blocks` call and releases their budget.
@@ -245,17 +246,19 @@ fn budget_unlocked(inode: &Inode, size: usize) -> Result {
 /// The invariant that keeps write-back of such a folio from ever needing space (and so from
 /// failing for lack of it, which would lose data write(2) accepted): while the folio stays
 /// dirty, every block it covers keeps, on flash, a whole-block record inside the on-flash
-/// size. It is checked under the folio lock with the writer holding the inode lock, and only
-/// these change such a record: write-back itself (a new whole-block record: still true),
-/// the GC (moves a record unchanged), truncate (drops the folios wholly past the new size;
-/// `inode::set_size` writes the new EOF folio back before the engine cuts its block, so no
-/// dirty folio is left over a shortened record that a later size increase could let grow),
-/// hole punching (`extents::zero_range` writes the range back first and, holding the inode
-/// lock, excludes `write_begin` until the cache is dropped), and unlink/evict (drops the
-/// folios). `page_mkwrite` does not take this path (it runs without the inode lock): a store
-/// through a mapping always reserves. `Engine::write_blocks` recomputes the same test and
-/// charges only the other blocks, so a run of such folios needs no reservation and is never
-/// refused `NoSpace`.
+/// size. It is checked under the folio lock, by `write_begin` with the writer holding the
+/// inode lock and by `page_mkwrite` holding the mapping's invalidate lock shared (truncate and
+/// hole punching hold both, the invalidate lock exclusively, from before they write the
+/// range back until the engine and the cache have both been cut), and only these change such
+/// a record: write-back itself (a new whole-block record: still true), the GC (moves a record
+/// unchanged), truncate (drops the folios wholly past the new size; `inode::set_size` writes
+/// a dirty unbudgeted EOF folio back before the engine cuts its block, so no such folio is
+/// left over a shortened record that a later size increase could let grow), hole punching
+/// (`extents::zero_range` writes the range back and cuts engine and cache under both locks),
+/// and unlink/evict (drops the folios). A concurrent `write_begin` or `page_mkwrite` on the
+/// same folio finds it dirty and unmarked and makes the same test or reserves: either keeps
+/// the invariant. `Engine::write_blocks` recomputes the same test and charges only the other
+/// blocks, so a run of such folios needs no reservation and is never refused `NoSpace`.
 fn in_place(inode: &Inode, folio: &LockedFolio) -> bool {
     let first = folio.pos() as u64 / BS as u64;
     let n = folio.size().div_ceil(BS) as u64;
@@ -435,12 +438,21 @@ impl Run {
         Run { folios: [const { None }; MAX_RUN], n: 0, first: 0, ino_part: 0 }
     }
 
-    /// Give back the inode record's budget this writeback held (`ino_part`).
+    /// Give back the inode record's budget this writeback held (`ino_part`): to the inode
+    /// while its mapping still has dirty folios (a range-limited or `nr_to_write`-limited
+    /// writeback, or folios dirtied meanwhile: their write-back writes an inode record too,
+    /// and on a full volume the pool may have nothing left to charge it from, so a later
+    /// writepages, or truncate's write-back of the EOF folio, would get `NoSpace`), else to
+    /// the pool (or when a writer charged the inode again meanwhile).
     fn release_inode_charge(&mut self, inode: &Inode) {
         let part = core::mem::take(&mut self.ino_part);
-        if part > 0 {
-            inode.info().budget.release(part);
+        if part == 0 {
+            return;
         }
+        if inode.has_dirty_folios() && !inode.ferro().ino_budget.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inode.info().budget.release(part);
     }
 
     /// Whether a folio at page index `index` continues the run.
@@ -651,7 +663,12 @@ pub(crate) unsafe extern "C" fn release_folio(folio: *mut bindings::folio, _gfp:
 // ---------------------------------------------------------------------- mmap
 
 /// `vm_operations_struct::page_mkwrite`: budget the folio a store through a shared mapping
-/// dirties (SIGBUS when there is no room, as UBIFS), then lock and dirty it.
+/// dirties, or admit it without a budget when write-back rewrites it in place (`in_place`, as
+/// `write_begin` does); SIGBUS when there is no room (as UBIFS), then lock and dirty it.
+///
+/// The fault holds the mapping's invalidate lock shared throughout (as ext4's does), so no
+/// truncate or hole punch (which hold it exclusively) runs between the `in_place` check and
+/// the folio being dirtied: the same exclusion `write_begin` gets from the inode lock.
 ///
 /// # Safety
 ///
@@ -664,9 +681,13 @@ pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bi
     let inode = file.inode();
     let _fault = inode.sb().start_pagefault();
     let _ = file.update_time();
+    let _invalidate = inode.invalidate_lock_shared();
     let mut prepaid = false;
     loop {
         let Some(mut folio) = vmf.lock_folio() else {
+            if prepaid {
+                release_folio_budget(inode.info(), BS);
+            }
             return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
         };
         if folio.mapping() != inode.mapping() || folio.pos() >= inode.size() {
@@ -680,7 +701,11 @@ pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bi
             if prepaid {
                 release_folio_budget(inode.info(), BS);
             }
-        } else if !prepaid && !try_budget(inode, folio.size()) {
+        } else if prepaid || try_budget(inode, folio.size()) {
+            folio.set_budgeted();
+        } else if in_place(inode, &folio) {
+            // an overwrite in place: admitted without a reservation (see `in_place`)
+        } else {
             // the slow path writes folios back: not with this one locked
             drop(folio);
             if budget_unlocked(inode, BS).is_err() {
@@ -688,8 +713,6 @@ pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bi
             }
             prepaid = true;
             continue;
-        } else {
-            folio.set_budgeted();
         }
         folio.mark_dirty();
         folio.wait_stable();

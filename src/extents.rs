@@ -82,10 +82,13 @@ fn falloc(file: &File, mode: c_int, off: i64, len: i64) -> Result {
 /// drops the blocks the range covers and rewrites the partial ones (`Engine::punch_hole`, one
 /// atomic group), then the page cache follows (its folios inside the range dropped, the parts
 /// of the edge folios inside it zeroed). The engine goes first so that a failure leaves the
-/// cache as the flash is. The caller holds the inode lock.
+/// cache as the flash is. The caller holds the inode lock; the invalidate lock is taken before
+/// the write-back, so no `page_mkwrite` dirties a folio of the range between the write-back
+/// and the cut (a folio admitted as an overwrite in place must not stay dirty over a block
+/// the cut rewrites: `data::in_place`).
 fn zero_range(file: &File, inode: &Inode, off: i64, end: i64) -> Result {
-    file.write_and_wait_range(off, end - 1)?;
     let _invalidate = inode.invalidate_lock();
+    file.write_and_wait_range(off, end - 1)?;
     let info = inode.info();
     info.lock().punch_hole(inode.ino(), off as u64, (end - off) as u64, inode.now()).map_err(kerr)?;
     inode.truncate_pagecache_range(off, end - 1);

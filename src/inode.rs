@@ -166,23 +166,33 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
     })
 }
 
-/// The size part of `setattr` (truncate, extend; and of a size-changing `fallocate`), under the mapping's invalidate lock so no
-/// fault or readahead brings folios back meanwhile. Shrinking: `truncate_setsize` first (it
-/// waits for the writeback of, and drops, the folios past the new size, whose budgets
-/// `invalidate_folio` gives back), then the engine cut; a write-back of a dropped folio can
-/// then no longer re-extend the file on flash; a cut inside a block first writes that block's
-/// folio back (the invariant of `data::in_place`). Growing: the engine first (it can run out of
-/// space), then `truncate_setsize`. The cut is budgeted with the inode's write-back charge if
-/// it holds one (the engine otherwise keeps reserved space from it: a cut that grows the
-/// on-flash size writes an inode record like any other). The caller holds the inode lock.
+/// The size part of `setattr` (truncate, extend; and of a size-changing `fallocate`), under the
+/// mapping's invalidate lock so no fault or readahead brings folios back (or dirties one)
+/// meanwhile. Shrinking: `truncate_setsize` first (it waits for the writeback of, and drops,
+/// the folios past the new size, whose budgets `invalidate_folio` gives back), then the engine
+/// cut, so a write-back of a dropped folio can no longer re-extend the file on flash. A cut
+/// inside a block first writes that block's folio back if it is dirty without a budget (an
+/// overwrite in place, `data::in_place`: its write-back needs no space and must happen before
+/// its record is shortened); a budgeted dirty EOF folio stays dirty, its budget paying its
+/// later write-back, so a truncate down never writes anything that needs space. The cut keeps
+/// the inode's write-back charge for the folios still dirty; only if the engine refuses it
+/// (`NoSpace`: a cut that grows the on-flash size, past data not yet written back, writes an
+/// inode record like any other) is the charge given up for it and the cut tried again.
+/// Growing: the engine first (it can run out of space, and may use the inode's charge), then
+/// `truncate_setsize`. The caller holds the inode lock.
 pub(crate) fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
     let info = inode.info();
-    if inode.ferro().ino_budget.swap(false, Ordering::AcqRel) {
-        info.budget.release(crate::engine::writeback::BUDGET_PER_INODE);
-    }
     let sa = SetAttr { size: Some(size as u64), ..SetAttr::default() };
     let _invalidate = inode.invalidate_lock();
+    let give_up_charge = || {
+        let had = inode.ferro().ino_budget.swap(false, Ordering::AcqRel);
+        if had {
+            info.budget.release(crate::engine::writeback::BUDGET_PER_INODE);
+        }
+        had
+    };
     if size > old {
+        give_up_charge();
         // stores through a mapping beyond the old EOF (in its last page) must not appear in
         // the grown file: zero that tail in the cache
         inode.truncate_pagecache(old);
@@ -191,22 +201,28 @@ pub(crate) fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
     } else {
         inode.truncate_setsize(size);
         if size % BLOCK_SIZE as i64 != 0 {
-            // the new EOF folio reaches the flash before the engine shortens its block: a
-            // folio admitted as an overwrite in place without budget (`data::in_place`) must
-            // never stay dirty over a shortened record, which a later size increase would
-            // let grow at write-back
+            // a folio admitted as an overwrite in place without budget (`data::in_place`) must
+            // never stay dirty over a shortened record, which a later size increase would let
+            // grow at write-back: it reaches the flash before the engine shortens its block
+            // (in place: the write-back needs no space). A budgeted one stays dirty.
             let at = size - size % BLOCK_SIZE as i64;
-            if let Err(e) = inode.write_and_wait_range(at, at + BLOCK_SIZE as i64 - 1) {
-                inode.set_size(old);
-                return Err(e);
+            let unbudgeted = inode.lock_cached_folio(at).is_some_and(|f| f.is_dirty() && !f.is_budgeted());
+            if unbudgeted {
+                if let Err(e) = inode.write_and_wait_range(at, at + BLOCK_SIZE as i64 - 1) {
+                    inode.set_size(old);
+                    return Err(e);
+                }
             }
         }
-        let r = info.lock().setattr(inode.ino(), &sa, inode.now()).map_err(kerr);
+        let mut r = info.lock().setattr(inode.ino(), &sa, inode.now());
+        if matches!(r, Err(EError::NoSpace)) && give_up_charge() {
+            r = info.lock().setattr(inode.ino(), &sa, inode.now());
+        }
         if r.is_err() {
             // the flash still holds the old size (and the data written back before the cut)
             inode.set_size(old);
         }
-        r?;
+        r.map_err(kerr)?;
     }
     Ok(())
 }

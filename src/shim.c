@@ -188,6 +188,9 @@ struct address_space *ferrofs_folio_mapping(struct folio *folio) { return folio-
 struct folio *ferrofs_filemap_lock_folio(struct address_space *m, loff_t pos) { return filemap_lock_folio(m, pos >> PAGE_SHIFT); }
 void ferrofs_filemap_invalidate_lock(struct address_space *m) { filemap_invalidate_lock(m); }
 void ferrofs_filemap_invalidate_unlock(struct address_space *m) { filemap_invalidate_unlock(m); }
+void ferrofs_filemap_invalidate_lock_shared(struct address_space *m) { filemap_invalidate_lock_shared(m); }
+void ferrofs_filemap_invalidate_unlock_shared(struct address_space *m) { filemap_invalidate_unlock_shared(m); }
+bool ferrofs_mapping_has_dirty(struct address_space *m) { return mapping_tagged(m, PAGECACHE_TAG_DIRTY); }
 void ferrofs_sb_start_pagefault(struct super_block *sb) { sb_start_pagefault(sb); }
 void ferrofs_sb_end_pagefault(struct super_block *sb) { sb_end_pagefault(sb); }
 struct folio *ferrofs_vmf_folio(struct vm_fault *vmf) { return page_folio(vmf->page); }

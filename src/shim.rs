@@ -116,6 +116,9 @@ extern "C" {
     pub(crate) fn ferrofs_filemap_lock_folio(m: *mut address_space, pos: i64) -> *mut folio;
     pub(crate) fn ferrofs_filemap_invalidate_lock(m: *mut address_space);
     pub(crate) fn ferrofs_filemap_invalidate_unlock(m: *mut address_space);
+    pub(crate) fn ferrofs_filemap_invalidate_lock_shared(m: *mut address_space);
+    pub(crate) fn ferrofs_filemap_invalidate_unlock_shared(m: *mut address_space);
+    pub(crate) fn ferrofs_mapping_has_dirty(m: *mut address_space) -> bool;
     pub(crate) fn ferrofs_sb_start_pagefault(sb: *mut super_block);
     pub(crate) fn ferrofs_sb_end_pagefault(sb: *mut super_block);
     pub(crate) fn ferrofs_vmf_folio(vmf: *mut kernel::bindings::vm_fault) -> *mut folio;

@@ -394,6 +394,20 @@ impl Inode {
         InvalidateLock(self)
     }
 
+    /// Take the mapping's invalidate lock shared (`filemap_invalidate_lock_shared`, as ext4's
+    /// `page_mkwrite` does): excludes truncate and hole punching, which hold it exclusively.
+    pub(crate) fn invalidate_lock_shared(&self) -> InvalidateLockShared<'_> {
+        // SAFETY: the mapping of a live inode (type invariant); the guard unlocks it.
+        unsafe { shim::ferrofs_filemap_invalidate_lock_shared(self.mapping()) };
+        InvalidateLockShared(self)
+    }
+
+    /// Whether the mapping has dirty folios (`mapping_tagged(.., PAGECACHE_TAG_DIRTY)`).
+    pub(crate) fn has_dirty_folios(&self) -> bool {
+        // SAFETY: the mapping of a live inode (type invariant).
+        unsafe { shim::ferrofs_mapping_has_dirty(self.mapping()) }
+    }
+
     /// `inode_init_owner`: the VFS's ownership rules for a new inode in `dir` (setgid
     /// directories, idmapped mounts). Only on an inode not yet visible through a dentry, with
     /// `dir` locked.
@@ -577,6 +591,16 @@ impl Drop for InvalidateLock<'_> {
     fn drop(&mut self) {
         // SAFETY: releases the lock `invalidate_lock` took.
         unsafe { shim::ferrofs_filemap_invalidate_unlock(self.0.mapping()) }
+    }
+}
+
+/// The mapping's invalidate lock, held shared (`filemap_invalidate_lock_shared`).
+pub(crate) struct InvalidateLockShared<'a>(&'a Inode);
+
+impl Drop for InvalidateLockShared<'_> {
+    fn drop(&mut self) {
+        // SAFETY: releases the lock `invalidate_lock_shared` took.
+        unsafe { shim::ferrofs_filemap_invalidate_unlock_shared(self.0.mapping()) }
     }
 }
 

@@ -237,6 +237,9 @@ fn body(r: &mut Report, o: &Opts, root: &Path) {
     // clean ENOSPC that loses nothing.
     overwrite_when_full(r, &mut s, o, &mut buf);
 
+    // A truncate down into a dirty block that is not on flash yet, on a full filesystem.
+    truncate_dirty_when_full(r, &mut s, &mut buf);
+
     // Operations that free space must work on a full filesystem.
     if let Some((big, size)) = s
         .files
@@ -569,6 +572,10 @@ fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) 
     }
     check_sizes(r, s, "after the overwrites and the append: every file's size is what write() reported");
 
+    // stores through a shared mapping on the full filesystem: in place they succeed, growth
+    // gets SIGBUS
+    mmap_when_full(r, s, buf);
+
     // (5) an overwrite in place left dirty over a block that truncate then shortens, and the
     // size grown back: write-back must not find the block grown past what the flash holds (the
     // kernel writes the new EOF folio back before the cut). The file ends with that block or
@@ -620,6 +627,282 @@ fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) 
     if sys::unlink(s.root.join(&trel)).is_ok() {
         s.files.remove(&trel);
     }
+}
+
+/// In a child process: map `fd` (`len` bytes) shared and store `pages[k].1` at page
+/// `pages[k].0`, in order, then msync. Returns how many stores were done when the child ended
+/// and the signal that ended it (0: it stored them all and msync succeeded).
+fn mmap_child(fd: &sys::Fd, len: usize, pages: &[(u64, Vec<u8>)]) -> Result<(usize, i32), String> {
+    // SAFETY: a fresh anonymous shared mapping for the child's progress counter.
+    let cnt = unsafe { libc::mmap(std::ptr::null_mut(), 8, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
+    if cnt == libc::MAP_FAILED {
+        return Err(format!("mmap counter: {}", Errno::last()));
+    }
+    let cnt = cnt as *mut u64;
+    // SAFETY: `cnt` is 8 mapped bytes.
+    unsafe { cnt.write_volatile(0) };
+    // SAFETY: single-threaded program; the child only stores, syncs and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        crate::report::reset_fatal_signal_handler();
+        let code = match sys::Mmap::new(fd, len, true, true) {
+            Ok(mut m) => {
+                for (k, (p, data)) in pages.iter().enumerate() {
+                    m.write_at((p * PAGE) as usize, data);
+                    // SAFETY: `cnt` is 8 mapped bytes, shared with the parent.
+                    unsafe { cnt.write_volatile(k as u64 + 1) };
+                }
+                if m.msync().is_ok() {
+                    0
+                } else {
+                    3
+                }
+            }
+            Err(_) => 2,
+        };
+        // SAFETY: exiting the child without unwinding.
+        unsafe { libc::_exit(code) };
+    }
+    if pid < 0 {
+        return Err(format!("fork: {}", Errno::last()));
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    let w = unsafe { libc::waitpid(pid, &mut status, 0) };
+    // SAFETY: `cnt` is 8 mapped bytes; the child is gone.
+    let n = unsafe { cnt.read_volatile() } as usize;
+    // SAFETY: unmapping the counter.
+    unsafe { libc::munmap(cnt.cast(), 8) };
+    if w != pid {
+        return Err(format!("waitpid: {}", Errno::last()));
+    }
+    if libc::WIFSIGNALED(status) {
+        Ok((n, libc::WTERMSIG(status)))
+    } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok((n, 0))
+    } else {
+        Err(format!("the child failed (status {status:#x}, {n} stores done)"))
+    }
+}
+
+/// Read all of `rel` and compare it with `want` (its whole expected content).
+fn read_matches(root: &Path, rel: &str, want: &[u8]) -> Result<(), String> {
+    let fd = sys::open(root.join(rel), O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
+    let mut got = vec![0u8; want.len() + 1];
+    let n = fd.pread_full(&mut got, 0).map_err(|e| format!("read: {e}"))?;
+    if n != want.len() {
+        return Err(format!("size {n}, want {}", want.len()));
+    }
+    match got[..n].iter().zip(want).position(|(a, b)| a != b) {
+        Some(at) => Err(format!("byte {at} differs")),
+        None => Ok(()),
+    }
+}
+
+/// Stores through a shared mapping on the full filesystem. (1) Pages of whole blocks already on
+/// flash (an overwrite in place, which needs no space) of the biggest file: every store must
+/// succeed (ferrofs's `page_mkwrite` admits such a folio without a budget, as `write_begin`
+/// does; before, the first store got SIGBUS), msync must write them, and after a cache drop
+/// the file must hold them. (2) Stores into the short EOF page of files (its block record is
+/// not a whole block: rewriting it needs new space): SIGBUS by the third file at the latest
+/// (the budget's crumbs may admit one), and every file reads back as it was or with the stored
+/// page, its size unchanged. The files are put back to their recorded bytes after.
+fn mmap_when_full(r: &mut Report, s: &State, buf: &mut [u8]) {
+    let other = |rel: &str| pattern::key_for(s.seed ^ 0x00AA_55F0, rel.as_bytes());
+    // (1) in place
+    let big = s.files.iter().map(|(k, &v)| (k.clone(), v)).filter(|(_, v)| *v >= 2 * PAGE).max_by_key(|(k, v)| (*v, std::cmp::Reverse(k.clone())));
+    let Some((rel, size)) = big else {
+        r.note("no file of two pages or more for the mmap checks");
+        return;
+    };
+    let npages = (size / PAGE).min(256);
+    let key = pattern::key_for(s.seed, rel.as_bytes());
+    let mut want = vec![0u8; size as usize];
+    pattern::fill(key, 0, &mut want);
+    let pages: Vec<(u64, Vec<u8>)> = (0..npages)
+        .map(|p| {
+            let mut d = vec![0u8; PAGE as usize];
+            pattern::fill(other(&rel), p * PAGE, &mut d);
+            (p, d)
+        })
+        .collect();
+    let res = sys::open(s.root.join(&rel), O_RDWR, 0).map_err(|e| format!("open: {e}")).and_then(|fd| mmap_child(&fd, size as usize, &pages));
+    r.note(format!("mmap in place on the full filesystem: {rel}, {npages} pages, {} available: {res:?}", avail(&s.root)));
+    r.check(
+        "mmap stores into whole on-flash blocks on a full filesystem succeed (msync)",
+        matches!(res, Ok((n, 0)) if n == pages.len()),
+        format!("{} stores, no signal", pages.len()),
+        match &res {
+            Ok((n, sig)) => format!("{n} stores, {}", sig_name(*sig)),
+            Err(e) => e.clone(),
+        },
+    );
+    sys::drop_caches();
+    let stored = match res {
+        Ok((n, _)) => n,
+        Err(_) => 0,
+    };
+    for (p, d) in pages.iter().take(stored) {
+        want[(p * PAGE) as usize..((p + 1) * PAGE) as usize].copy_from_slice(d);
+    }
+    check_res(r, "the pages stored in place read back after msync and a cache drop", read_matches(&s.root, &rel, &want));
+    // back to the recorded bytes (an overwrite in place through write(2))
+    let restore = |rel: &str, len: u64, buf: &mut [u8]| -> Result<(), String> {
+        let key = pattern::key_for(s.seed, rel.as_bytes());
+        let fd = sys::open(s.root.join(rel), O_RDWR, 0).map_err(|e| format!("open: {e}"))?;
+        let mut off = 0u64;
+        while off < len {
+            let n = (len - off).min(buf.len() as u64) as usize;
+            pattern::fill(key, off, &mut buf[..n]);
+            fd.pwrite_all(&buf[..n], off).map_err(|(d, e)| format!("pwrite at {}: {e}", off + d as u64))?;
+            off += n as u64;
+        }
+        fd.fsync().map_err(|e| format!("fsync: {e}"))
+    };
+    let res = restore(&rel, npages * PAGE, buf);
+    r.check("rewriting the mapped pages' original bytes on a full filesystem", res.is_ok(), "no error", format!("{res:?}"));
+
+    // (2) growth: the short EOF page of up to three files
+    let eofs: Vec<(String, u64)> = s.files.iter().map(|(k, &v)| (k.clone(), v)).filter(|(k, v)| *v > PAGE && *v % PAGE != 0 && *k != rel).take(3).collect();
+    if eofs.is_empty() {
+        r.note("no file ends in a short block for the mmap growth check");
+        return;
+    }
+    let mut sigbus = false;
+    let mut outcome = Vec::new();
+    let mut bad = Vec::new();
+    for (erel, esize) in &eofs {
+        let last = esize / PAGE;
+        let mut d = vec![0u8; (esize % PAGE) as usize];
+        pattern::fill(other(erel), last * PAGE, &mut d);
+        let res = sys::open(s.root.join(erel), O_RDWR, 0).map_err(|e| format!("open: {e}")).and_then(|fd| {
+            let res = mmap_child(&fd, *esize as usize, &[(last, d.clone())]);
+            let _ = fd.fsync();
+            res
+        });
+        outcome.push(format!("{erel}: {res:?}"));
+        let stored = matches!(res, Ok((1, 0)));
+        sigbus |= matches!(res, Ok((_, libc::SIGBUS)));
+        sys::drop_caches();
+        let mut want = vec![0u8; *esize as usize];
+        pattern::fill(pattern::key_for(s.seed, erel.as_bytes()), 0, &mut want);
+        let plain = read_matches(&s.root, erel, &want);
+        want[(last * PAGE) as usize..].copy_from_slice(&d);
+        let with = read_matches(&s.root, erel, &want);
+        match (stored, plain, with) {
+            (true, _, Ok(())) | (false, Ok(()), _) => {}
+            (true, _, Err(e)) => bad.push(format!("{erel} (stored): {e}")),
+            (false, Err(e), _) => bad.push(format!("{erel} (not stored): {e}")),
+        }
+        if stored {
+            let res = restore(erel, *esize, buf);
+            if res.is_err() {
+                bad.push(format!("{erel}: restoring: {res:?}"));
+            }
+        }
+        if sigbus {
+            break;
+        }
+    }
+    r.note(format!("mmap stores into short EOF pages on the full filesystem: {}", outcome.join("; ")));
+    if is_ferrofs(&s.root) {
+        // ferrofs rewrites a short block as a new record: the store needs space
+        r.check("an mmap store that needs new space on a full filesystem gets SIGBUS", sigbus, "SIGBUS", outcome.last().cloned().unwrap_or_default());
+    } else {
+        r.note("not ferrofs: a store into an allocated EOF block may need no space, SIGBUS not required");
+    }
+    r.check("files stored into through a mapping on a full filesystem read back intact", bad.is_empty(), "old bytes, or the stored page", bad.first().cloned().unwrap_or_default());
+}
+
+/// A truncate down of a file whose new EOF block is dirty and not on flash yet (budgeted, so
+/// not an overwrite in place), on a full filesystem, must succeed: it frees space. The file
+/// (`trunc.dat`, made in room freed by deleting a file) gets one block written back with
+/// sync_file_range and a short second one left dirty; the filesystem is then filled to
+/// ENOSPC with empty files and small xattrs (which do not write dirty data back); the file is
+/// truncated into its dirty block. Before ferrofs kept the inode record's charge for the
+/// folios a range-limited write-back left dirty and stopped writing a budgeted EOF folio back
+/// before the cut, that write-back found no budget for its inode record: ENOSPC.
+fn truncate_dirty_when_full(r: &mut Report, s: &mut State, buf: &mut [u8]) {
+    let victim = s.files.iter().filter(|(_, &v)| v >= 64 * 1024).min_by_key(|(k, &v)| (v, (*k).clone())).map(|(k, _)| k.clone());
+    let Some(victim) = victim else {
+        r.note("no file of 64 KiB or more to make room for the truncate check");
+        return;
+    };
+    if let Err(e) = sys::unlink(s.root.join(&victim)) {
+        s.unexpected(format!("unlink {victim}: {e}"));
+        return;
+    }
+    s.files.remove(&victim);
+    let _ = sys::syncfs_path(&s.root);
+    let name = "trunc.dat";
+    let path = s.root.join(name);
+    let len = PAGE + 3000;
+    let key = pattern::key_for(s.seed, name.as_bytes());
+    pattern::fill(key, 0, &mut buf[..len as usize]);
+    let made = sys::open(&path, O_CREAT | O_EXCL | O_RDWR, 0o644).and_then(|fd| {
+        fd.pwrite_all(&buf[..len as usize], 0).map_err(|(_, e)| e)?;
+        // SAFETY: a plain syscall on our open descriptor.
+        let rc = unsafe {
+            libc::sync_file_range(fd.raw(), 0, PAGE as i64, libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER)
+        };
+        if rc != 0 {
+            return Err(Errno::last());
+        }
+        Ok(fd)
+    });
+    let Some(fd) = r.ok("write a file with a dirty short last block in freed room", made) else {
+        return;
+    };
+    // fill what is left with metadata (no data write-back on its ENOSPC)
+    let mut pads = Vec::new();
+    let mut last_err = None;
+    for (xlen, max) in [(2000usize, 4096), (200, 4096), (0, 8192)] {
+        for _ in 0..max {
+            let p = s.root.join(format!("pad{}", pads.len()));
+            match sys::open(&p, O_CREAT | O_EXCL | O_RDWR, 0o644) {
+                Ok(_) => pads.push(p.clone()),
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
+            }
+            if xlen > 0 {
+                if let Err(e) = sys::setxattr(&p, "user.pad", &vec![0x5Au8; xlen], 0, false) {
+                    last_err = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    r.note(format!("truncate check: {} pad files, then {last_err:?}, {} available", pads.len(), avail(&s.root)));
+    if is_ferrofs(&s.root) {
+        r.check("filling the freed room with metadata reaches ENOSPC", last_err == Some(Errno(ENOSPC)), "ENOSPC", format!("{last_err:?}"));
+    } else {
+        r.note("not ferrofs: metadata need not fill the freed room");
+    }
+    let cut = PAGE + 100;
+    let res = fd.ftruncate(cut);
+    r.check("truncate down into a dirty block not on flash, on a full filesystem", res.is_ok(), "no error", format!("{res:?}"));
+    let want_len = if res.is_ok() { cut } else { len };
+    r.ok("syncfs after the truncate into a dirty block", sys::syncfs_path(&s.root));
+    drop(fd);
+    sys::drop_caches();
+    check_res(r, "the truncated file reads back (its bytes below the cut)", read_matches(&s.root, name, &buf[..want_len as usize]));
+    for p in &pads {
+        if let Err(e) = sys::unlink(p) {
+            s.unexpected(format!("unlink {}: {e}", p.display()));
+        }
+    }
+    if let Err(e) = sys::unlink(&path) {
+        s.unexpected(format!("unlink {name}: {e}"));
+    }
+    check_unexpected(r, s, "the truncate check's files delete");
+}
+
+/// Whether `p` is on ferrofs (statfs f_type: the superblock magic), whose budget rules the
+/// SIGBUS and metadata-fill expectations above assume.
+fn is_ferrofs(p: &Path) -> bool {
+    sys::statfs(p).map(|st| st.f_type as i64 == 0x4253_4646).unwrap_or(false)
 }
 
 fn check_unexpected(r: &mut Report, s: &mut State, name: &str) {
