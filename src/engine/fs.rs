@@ -165,6 +165,10 @@ pub struct Engine<P: Platform, F: Flash> {
     /// (nothing died, nothing was freed), another attempt at that need or above would only
     /// write checkpoints that free what they write (`Engine::ensure_space`).
     pub(crate) gc_futile: Option<(u64, u32)>,
+    /// The foreground GC last gave up because its cleaning cycles gained nothing: until a
+    /// call at the need succeeds again, calls above their need clean nothing ahead of it
+    /// (`Engine::ensure_space`).
+    pub(crate) gc_flat: bool,
     /// Where the newest checkpoint has each segment-table chunk (their segments are pinned:
     /// `SEG_PINNED`), and where the previous one has it (see `Engine::write_segtab`).
     pub(crate) segtab_locs: P::Vec<Loc>,
@@ -658,6 +662,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             opts,
             in_checkpoint: false,
             gc_futile: None,
+            gc_flat: false,
             segtab_locs: P::Vec::new(),
             segtab_prev_locs: P::Vec::new(),
             segtab_twin: P::Vec::new(),

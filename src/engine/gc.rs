@@ -61,6 +61,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         let high = low.saturating_add(batch);
         let mut guard = self.sb.segment_count.saturating_mul(2);
         let mut worked = false;
+        let at_need = self.log.free_count() < min_free;
         // The GC's own checkpoints in a row that raised nothing with no victim moved before
         // them: the pending segments are then only what checkpoints supersede, and every
         // further checkpoint frees as much as it writes. The second such checkpoint ends the
@@ -69,9 +70,33 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // the guard ran out (two per log segment: 2048 checkpoints, 127 MB programmed on a
         // 32 MiB device) at every failing operation.
         let mut stale = 0u32;
+        // Cleaning cycles: victims moved, then the checkpoint that frees them (a victim's
+        // segment is reusable only once a checkpoint no longer needs it: `SEG_DEAD_CP`). At the
+        // end of each cycle (the first checkpoint after a victim) the room made (`gc_room`) is
+        // compared with the previous cycle's: a cycle that ended with no more room than the one
+        // before it gained nothing, since what its moves freed was spent on the segments they
+        // filled and on its checkpoint (records that pack badly: every victim's live records
+        // fill a new segment again), and the next cycle takes victims no emptier. Such a cycle
+        // ends the cleaning of anything but a deletion: no more victims, at most the two
+        // checkpoints of `stale` to free what waits, then `NoSpace`. Deletions make room, so
+        // they go on until the guard, as before.
+        let deletion = min_free <= self.cp_margin().max(self.mount_floor());
+        let mut cps = self.log.stats.checkpoints;
+        let mut moved = false;
+        let mut last_room: Option<u64> = None;
+        let mut flat = false;
         loop {
             let free = self.log.free_count();
             if free >= low || (worked && free >= min_free) {
+                if at_need || free >= low {
+                    self.gc_flat = false;
+                }
+                return Ok(());
+            }
+            if self.gc_flat && free >= min_free {
+                // The last cleaning at the need gained nothing: above the need it would only
+                // spend checkpoints, and the room a deletion makes would be gone by the time an
+                // operation needs it. Wait for the need.
                 return Ok(());
             }
             if guard == 0 {
@@ -79,6 +104,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             guard -= 1;
             let need = free < min_free;
+            if self.log.stats.checkpoints != cps {
+                cps = self.log.stats.checkpoints;
+                if moved {
+                    moved = false;
+                    let room = self.gc_room();
+                    if need && !deletion && last_room.is_some_and(|r| room <= r) {
+                        flat = true;
+                        self.gc_flat = true;
+                    }
+                    last_room = Some(room);
+                }
+            }
             let pending = self.pending_free();
             if pending > 0 && stale == 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
                 stale = self.checkpoint_stale(free, stale)?;
@@ -89,7 +126,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // emptier than the log's average (`ahead_max_live`). When the need is urgent,
             // greedy (the most space per move); ahead of need, cost-benefit (see `pick_victim`).
             let max_live = if need { GC_MAX_LIVE } else { self.ahead_max_live() };
-            if !self.gc_once(false, max_live, need)? {
+            if flat || !self.gc_once(false, max_live, need)? {
                 if need && pending > 0 && stale < 2 {
                     stale = self.checkpoint_stale(free, stale)?;
                     worked = true;
@@ -99,7 +136,24 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             stale = 0;
             worked = true;
+            moved = true;
         }
+    }
+
+    /// The room the foreground GC has made, or will have made once checkpoints free what waits,
+    /// in bytes: the free segments, the full segments with nothing live, and what is left
+    /// of the heads' segments. Byte-exact, so that cycles that gain less than a segment each
+    /// still count as progress.
+    fn gc_room(&self) -> u64 {
+        let ss = u64::from(self.sb.segment_size);
+        let segs = u64::from(self.log.free_count()).saturating_add(u64::from(self.pending_free()));
+        let heads = self
+            .log
+            .heads
+            .iter()
+            .filter(|h| h.seg != NO_SEG)
+            .fold(0u64, |a, h| a.saturating_add(u64::from(self.sb.segment_size.saturating_sub(h.pos))));
+        segs.saturating_mul(ss).saturating_add(heads)
     }
 
     /// A checkpoint of the foreground GC, taken with `free` segments free: returns the new

@@ -165,8 +165,9 @@ fn failing_operations_on_a_full_filesystem_do_not_checkpoint_repeatedly() {
         let mut fs = mount_new(g);
         let (files, fill_cps) = if xattrs { fill_xattrs(&mut fs, g.seg) } else { (fill(&mut fs, 3), 0) };
         // the first NoSpace found through the GC: the checkpoints that freed nothing are cut
-        // short (records that pack badly: victims moved that gain nothing, 516 checkpoints on 32 KiB segments, are not cut short; a pure checkpoint cycle is, after two)
-        assert!(fill_cps <= 600, "{g:?} xattrs {xattrs}: the operation that ended the fill took {fill_cps} checkpoints");
+        // short, and so are cleaning cycles that gain nothing (records that pack badly:
+        // victims moved that gain nothing took 516 checkpoints on 32 KiB segments before)
+        assert!(fill_cps <= 12, "{g:?} xattrs {xattrs}: the operation that ended the fill took {fill_cps} checkpoints");
         eprintln!("{g:?} xattrs {xattrs}: after fill {} files, statfs {:?}, {:?}", files.len(), fs.statfs(), fs.stats());
         let ino = files[0].1;
         let big = files[0].2.len() as u64;
@@ -394,13 +395,14 @@ fn write_blocks_in_place_at_full_capacity_needs_no_budget() {
 /// segment: every segment mostly live, its dead space too small for another such record), the
 /// first operation that failed moved victim after victim and checkpointed until the foreground
 /// GC's guard ran out (two units of work per segment): each move freed one segment and filled
-/// another, and each checkpoint ate what the moves gained. On main: 2 048 checkpoints and
-/// 9 216 erases on 16 KiB segments of a 32 MiB volume, 516 and 1 034 on 32 KiB segments of
-/// 16 MiB, 84 and 128 on 2 MiB. Bound, from the geometry: no more erases than the volume has
-/// segments (each erased at most once), no more checkpoints than one pass over every segment
-/// with a checkpoint per 8 victims (the smallest cleaning round: two batches of 4).
+/// another, and each checkpoint ate what the moves gained. Before the GC compared its cleaning
+/// cycles (gc.rs `ensure_space_gc`): 2 048 checkpoints and 9 216 erases on 16 KiB segments of a
+/// 32 MiB volume, 820 / 2 867 on 16 KiB of 16 MiB, 84 / 128 on 2 MiB, 516 / 1 034 on 32 KiB of
+/// 16 MiB, 340 / 512 on 128 KiB of 32 MiB. Bound: a constant, whatever the segment count (two
+/// cleaning cycles of at most two checkpoints each, the two checkpoints that free what waits,
+/// and a few more that bound the dirty index while moving), and at most 4 erases per
+/// checkpoint (its segment table and index nodes, and the victims' new segments).
 #[test]
-#[ignore = "fails on main (2 048 checkpoints); the fix on branch futilegc-wip breaks a create after deletions (docs/design.md)"]
 fn first_failure_on_a_volume_of_badly_packing_records_is_bounded() {
     for g in GEOS {
         let mut fs = mount_new(g);
@@ -428,8 +430,8 @@ fn first_failure_on_a_volume_of_badly_packing_records_is_bounded() {
         let (n, (cps, erases)) = first_fail.unwrap_or_else(|| panic!("{g:?}: {segs} files of {len}-byte xattrs fit"));
         eprintln!("{g:?}: {segs} segments, {n} files of a {len}-byte xattr; the first failure took {cps} checkpoints, {erases} erases (worst success {worst_ok:?})");
         assert!(n > segs / 2, "{g:?}: NoSpace after {n} files");
-        assert!(cps <= segs / 8, "{g:?}: the first failing operation took {cps} checkpoints ({segs} segments)");
-        assert!(erases <= segs, "{g:?}: the first failing operation erased {erases} segments ({segs} segments)");
+        assert!(cps <= 12, "{g:?}: the first failing operation took {cps} checkpoints ({segs} segments)");
+        assert!(erases <= 48, "{g:?}: the first failing operation erased {erases} segments ({segs} segments)");
         assert_consistent(&mut fs);
     }
 }
