@@ -421,7 +421,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let raw = r.bytes(want.saturating_mul(SEGINFO_SIZE))?;
             let out = segs.as_mut_slice().get_mut(first_us..first_us.saturating_add(want)).ok_or(Error::Corrupt)?;
             let mut same = true;
-            for (e, o) in raw.chunks_exact(SEGINFO_SIZE).zip(out.iter_mut()) {
+            for (k, o) in out.iter_mut().enumerate() {
+                let at = k.saturating_mul(SEGINFO_SIZE);
+                let e = raw.get(at..at.saturating_add(SEGINFO_SIZE)).ok_or(Error::Corrupt)?;
                 let mut si = seginfo_from(e.try_into().map_err(|_| Error::Corrupt)?);
                 if si.state > segstate::META || si.live > self.sb.segment_size {
                     return Err(Error::Corrupt);
