@@ -192,8 +192,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.pin_segtab(&mut locs, &mut twins, seq);
         // Free the segments that were dead at the previous checkpoint already (neither this
         // checkpoint nor the previous one, the fallback, refers to them); retire failed ones.
-        // The ones that died since wait for the next checkpoint.
-        for i in 0..self.log.segs.len() as u32 {
+        // The ones that died since wait for the next checkpoint. Only those segments are
+        // touched (full, nothing live, not pinned: the table's `pending` counter says whether
+        // there is any), found by a read-only pass over the entries.
+        let n = if self.log.segs.counts().pending > 0 { self.log.segs.len() as u32 } else { 0 };
+        for i in 0..n {
+            let cand = self
+                .log
+                .segs
+                .as_slice()
+                .get(i as usize)
+                .is_some_and(|si| si.state == segstate::FULL && si.live == 0 && si.flags & SEG_PINNED == 0);
+            if !cand {
+                continue;
+            }
             let (mut retired, mut freed) = (false, false);
             {
                 let mut si = self.log.seg_mut(i)?;

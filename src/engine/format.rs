@@ -1063,6 +1063,19 @@ pub fn get_seginfo(r: &mut Reader<'_>) -> Result<SegInfo> {
     Ok(SegInfo { state: r.u8()?, flags: r.u8()?, live: r.u32()?, erases: r.u32()?, seq: r.u64()? })
 }
 
+/// Decode a segment-table entry from its [`SEGINFO_SIZE`] bytes (what [`get_seginfo`] reads,
+/// without a bounds check per field: the mount decodes every entry of the table).
+pub fn seginfo_from(b: &[u8; SEGINFO_SIZE]) -> SegInfo {
+    let [state, flags, l0, l1, l2, l3, e0, e1, e2, e3, s0, s1, s2, s3, s4, s5, s6, s7] = *b;
+    SegInfo {
+        state,
+        flags,
+        live: u32::from_le_bytes([l0, l1, l2, l3]),
+        erases: u32::from_le_bytes([e0, e1, e2, e3]),
+        seq: u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7]),
+    }
+}
+
 /// Segment header payload: head id, previous segment, next (reserved) segment.
 pub const SEGHDR_PAYLOAD: usize = 1 + 4 + 4;
 

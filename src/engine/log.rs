@@ -419,13 +419,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
-    /// Forget every open mark (a new segment table was loaded).
+    /// Forget every open mark: a new segment table was loaded, whose entries carry no RAM
+    /// flags (`SEG_WOPEN` included: the load drops them), so only the count is reset (not a
+    /// pass over every entry).
     pub fn reset_open(&mut self) {
-        for i in 0..self.segs.len() as u32 {
-            if let Ok(mut s) = self.segs.get_mut(i) {
-                s.flags &= !SEG_WOPEN;
-            }
-        }
         self.open_now = 0;
     }
 
@@ -524,13 +521,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Pick the least-worn free segment and mark it reserved.
     pub fn alloc_free(&mut self) -> Option<u32> {
-        let mut best: Option<(u32, u32)> = None;
-        for (i, s) in self.segs.as_slice().iter().enumerate() {
-            if s.state == segstate::FREE && best.is_none_or(|(_, e)| s.erases < e) {
-                best = Some((i as u32, s.erases));
-            }
-        }
-        let (i, _) = best?;
+        let i = self.segs.least_worn_free()?;
         if let Ok(mut s) = self.seg_mut(i) {
             s.state = segstate::RESERVED;
         }

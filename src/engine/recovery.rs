@@ -297,8 +297,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             st.idx = st.chain_start;
             st.off = hs.off;
         }
-        // any other reserved segment goes back to the free pool
-        for i in 0..self.log.segs.len() as u32 {
+        // any other reserved segment goes back to the free pool (the table's counters say
+        // whether there is one: usually the chains and `release_reserved` took them all)
+        let reserved = if self.log.segs.counts().reserved > 0 { self.log.segs.len() as u32 } else { 0 };
+        for i in 0..reserved {
             let mut s = self.log.seg_mut(i)?;
             if s.state == segstate::RESERVED {
                 s.state = segstate::FREE;

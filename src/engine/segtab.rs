@@ -6,7 +6,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    get_seginfo, put_seginfo, rtype, segstate, CpHeader, CpTwins, Key, Loc, SegInfo, CP_HDR_SIZE, HEAD_META,
+    put_seginfo, rtype, seginfo_from, segstate, CpHeader, CpTwins, Key, Loc, SegInfo, CP_HDR_SIZE, HEAD_META,
     NO_SEG, REC_HDR, SEGINFO_SIZE, SEGTAB_ENTRIES,
 };
 use crate::engine::fs::Engine;
@@ -81,6 +81,47 @@ pub struct SegTable<P: Platform> {
     /// One byte per SEGTAB chunk: non-zero when an entry of the chunk changed since the last
     /// checkpoint captured it.
     changed: P::Vec<u8>,
+    /// The least-worn free segments, found by one pass over the table (see
+    /// [`SegTable::least_worn_free`]).
+    wear: WearCache,
+}
+
+/// Free segments in the order [`SegTable::least_worn_free`] hands them out (erase count, then
+/// index), taken from one pass over the table, so that opening a segment does not scan every
+/// entry each time (a mount opens several; issue 12's mount at scale). Every free segment not
+/// in it ranks above `bound`; a change that could break that (a segment becoming free, or a free
+/// one's erase count changing, at or below `bound`) empties it, and the next call scans again.
+#[derive(Debug, Clone, Copy)]
+struct WearCache {
+    /// (erase count, segment), ascending; `take..len` not handed out yet.
+    at: [(u32, u32); WEAR_CACHE],
+    len: usize,
+    take: usize,
+    /// The largest key the pass kept when it left free segments out (`(MAX, MAX)` when it kept
+    /// every free one: then any newly free segment empties the cache).
+    bound: (u32, u32),
+}
+
+/// Segments a [`WearCache`] pass keeps.
+const WEAR_CACHE: usize = 16;
+
+impl WearCache {
+    const EMPTY: WearCache = WearCache { at: [(0, 0); WEAR_CACHE], len: 0, take: 0, bound: (0, 0) };
+
+    /// A change of entry `s` from `before` to `after` (see the type).
+    fn note(&mut self, s: u32, before: &SegInfo, after: &SegInfo) {
+        if self.take >= self.len {
+            return;
+        }
+        let free_now = after.state == segstate::FREE;
+        let was_free = before.state == segstate::FREE;
+        if free_now && (!was_free || before.erases != after.erases) && (after.erases, s) <= self.bound {
+            self.len = 0;
+        } else if was_free && before.erases != after.erases {
+            // a cached entry's key is stale: start again
+            self.len = 0;
+        }
+    }
 }
 
 /// A mutable segment-table entry: dropping it updates the table's counters and marks the
@@ -89,6 +130,8 @@ pub struct SegMut<'a> {
     si: &'a mut SegInfo,
     counts: &'a mut SegCounts,
     changed: Option<&'a mut u8>,
+    wear: &'a mut WearCache,
+    index: u32,
     before: SegInfo,
 }
 
@@ -108,6 +151,7 @@ impl core::ops::DerefMut for SegMut<'_> {
 impl Drop for SegMut<'_> {
     fn drop(&mut self) {
         if *self.si != self.before {
+            self.wear.note(self.index, &self.before, self.si);
             self.counts.sub(&SegCounts::of(&self.before));
             self.counts.add(&SegCounts::of(self.si));
             if table_entry(self.si) != table_entry(&self.before) {
@@ -122,7 +166,7 @@ impl Drop for SegMut<'_> {
 impl<P: Platform> SegTable<P> {
     /// An empty table (no segments: nothing loaded yet).
     pub fn empty() -> Self {
-        SegTable { segs: P::Vec::new(), counts: SegCounts::default(), changed: P::Vec::new() }
+        SegTable { segs: P::Vec::new(), counts: SegCounts::default(), changed: P::Vec::new(), wear: WearCache::EMPTY }
     }
 
     /// A table over `segs`, every chunk marked changed (fails only without memory for the
@@ -136,7 +180,21 @@ impl<P: Platform> SegTable<P> {
     /// Replace every entry (a table loaded from a checkpoint, or none), every chunk marked
     /// changed. On `NoMem` the table is empty.
     pub fn replace(&mut self, segs: P::Vec<SegInfo>) -> Result<()> {
+        let counts = {
+            let mut c = SegCounts::default();
+            for s in segs.as_slice() {
+                c.add(&SegCounts::of(s));
+            }
+            c
+        };
+        self.replace_counted(segs, counts)
+    }
+
+    /// [`SegTable::replace`] with the counters of `segs` already computed (`counts`, by the
+    /// caller's own pass over the entries: [`SegCounts::add`] of [`SegCounts::of`] each).
+    fn replace_counted(&mut self, segs: P::Vec<SegInfo>, counts: SegCounts) -> Result<()> {
         self.segs = segs;
+        self.wear = WearCache::EMPTY;
         self.changed.clear();
         let chunks = crate::engine::format::segtab_chunks(self.segs.len() as u32) as usize;
         if let Err(e) = self.changed.try_resize(chunks, 1) {
@@ -144,7 +202,7 @@ impl<P: Platform> SegTable<P> {
             self.counts = SegCounts::default();
             return Err(e);
         }
-        self.counts = self.recounted();
+        self.counts = counts;
         Ok(())
     }
 
@@ -173,7 +231,71 @@ impl<P: Platform> SegTable<P> {
         let si = self.segs.as_mut_slice().get_mut(s as usize).ok_or(Error::Corrupt)?;
         let changed = self.changed.as_mut_slice().get_mut((s / SEGTAB_ENTRIES) as usize);
         let before = *si;
-        Ok(SegMut { si, counts: &mut self.counts, changed, before })
+        Ok(SegMut { si, counts: &mut self.counts, changed, wear: &mut self.wear, index: s, before })
+    }
+
+    /// The least-worn free segment (the lowest erase count, the lowest index among equals),
+    /// handed out once: the caller takes it (marks it reserved) before asking again. From the
+    /// wear cache while it holds one, else from a new pass over the table.
+    pub fn least_worn_free(&mut self) -> Option<u32> {
+        while self.wear.take < self.wear.len {
+            let (e, s) = self.wear.at.get(self.wear.take).copied()?;
+            self.wear.take = self.wear.take.saturating_add(1);
+            // still free, with the count it was ranked by (a segment taken and freed again, or
+            // counted again, emptied the cache instead)
+            if self.segs.as_slice().get(s as usize).is_some_and(|x| x.state == segstate::FREE && x.erases == e) {
+                return Some(s);
+            }
+        }
+        self.refill_wear();
+        let (_, s) = self.wear.at.get(self.wear.take).copied().filter(|_| self.wear.take < self.wear.len)?;
+        self.wear.take = self.wear.take.saturating_add(1);
+        Some(s)
+    }
+
+    /// One pass over the table: the [`WEAR_CACHE`] least-worn free segments, in order.
+    fn refill_wear(&mut self) {
+        let mut w = WearCache::EMPTY;
+        let mut left_out: Option<(u32, u32)> = None;
+        for (i, x) in self.segs.as_slice().iter().enumerate() {
+            if x.state != segstate::FREE {
+                continue;
+            }
+            let key = (x.erases, i as u32);
+            if w.len == WEAR_CACHE {
+                // full: `key` is above the last kept (entries come in index order), or takes
+                // its place
+                let last = w.at.get(WEAR_CACHE - 1).copied().unwrap_or((0, 0));
+                if key >= last {
+                    left_out = Some(left_out.map_or(key, |l| l.min(key)));
+                    continue;
+                }
+                left_out = Some(left_out.map_or(last, |l| l.min(last)));
+                w.len = WEAR_CACHE - 1;
+            }
+            // insertion into the sorted prefix
+            let mut p = w.len;
+            while p > 0 {
+                let prev = w.at.get(p - 1).copied().unwrap_or((0, 0));
+                if prev < key {
+                    break;
+                }
+                if let Some(slot) = w.at.get_mut(p) {
+                    *slot = prev;
+                }
+                p -= 1;
+            }
+            if let Some(slot) = w.at.get_mut(p) {
+                *slot = key;
+            }
+            w.len = w.len.saturating_add(1);
+        }
+        // every free segment left out ranks above every kept one
+        w.bound = match left_out {
+            Some(_) => w.at.get(w.len.saturating_sub(1)).copied().unwrap_or((0, 0)),
+            None => (u32::MAX, u32::MAX),
+        };
+        self.wear = w;
     }
 
     /// The summary counters.
@@ -230,14 +352,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 locs.try_push(Loc::get(&mut r)?)?;
             }
         }
+        // The whole table is allocated once and every entry written in place: one pass over
+        // the entries decodes them and the passes after it touch only what they change (a mount
+        // on 8192 segments decodes 8192 entries: issue 12's mount at scale).
+        let n = cp.seg_count as usize;
         let mut segs: P::Vec<SegInfo> = P::Vec::new();
+        segs.try_resize(n, SegInfo::default())?;
         let mut rec = P::Vec::new();
         // the bytes of the current run of records: (segment, start, end) and the bytes
         let mut span: P::Vec<u8> = P::Vec::new();
         let mut span_at: (u32, u32, u32) = (NO_SEG, 0, 0);
         // chunks whose entries are not loaded as recorded (an open segment becomes full, RAM
         // flags are dropped): written again by the next checkpoint
-        let mut differs: P::Vec<u32> = P::Vec::new();
+        let mut differs: P::Vec<u8> = P::Vec::new();
+        differs.try_resize(chunks as usize, 0)?;
         let wu = self.sb.write_unit.max(1);
         for i in 0..chunks {
             let l = *locs.as_slice().get(i as usize).ok_or(Error::Corrupt)?;
@@ -283,12 +411,20 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let mut r = Reader::new(bytes.get(REC_HDR..).ok_or(Error::Corrupt)?);
             let first = r.u32()?;
             let count = u32::from(r.u16()?);
-            if first != i.saturating_mul(SEGTAB_ENTRIES) || count > SEGTAB_ENTRIES {
+            // every chunk holds exactly its entries (what `write_segtab` writes): entry k of
+            // chunk i is segment i * SEGTAB_ENTRIES + k
+            let first_us = first as usize;
+            let want = n.saturating_sub(first_us).min(SEGTAB_ENTRIES as usize);
+            if first != i.saturating_mul(SEGTAB_ENTRIES) || count as usize != want || first_us >= n {
                 return Err(Error::Corrupt);
             }
+            let raw = r.bytes(want.saturating_mul(SEGINFO_SIZE))?;
+            let out = segs.as_mut_slice().get_mut(first_us..first_us.saturating_add(want)).ok_or(Error::Corrupt)?;
             let mut same = true;
-            for _ in 0..count {
-                let mut si = get_seginfo(&mut r)?;
+            for (k, o) in out.iter_mut().enumerate() {
+                let at = k.saturating_mul(SEGINFO_SIZE);
+                let e = raw.get(at..at.saturating_add(SEGINFO_SIZE)).ok_or(Error::Corrupt)?;
+                let mut si = seginfo_from(e.try_into().map_err(|_| Error::Corrupt)?);
                 if si.state > segstate::META || si.live > self.sb.segment_size {
                     return Err(Error::Corrupt);
                 }
@@ -300,53 +436,87 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     si.flags &= !SEG_RAM_FLAGS;
                     same = false;
                 }
-                segs.try_push(si)?;
+                *o = si;
             }
             if !same {
-                differs.try_push(i)?;
+                if let Some(d) = differs.as_mut_slice().get_mut(i as usize) {
+                    *d = 1;
+                }
             }
         }
         drop(span);
-        if segs.len() != cp.seg_count as usize {
-            return Err(Error::Corrupt);
+        // Before the table is installed, on the entries themselves (as `SegTable::get_mut`
+        // would, chunks marked where the entry as the next checkpoint records it changes):
+        // the SEGTAB records' segments are pinned until the next checkpoint, the heads'
+        // segments are full (they may have been opened after the table was captured), and
+        // segments the table records full and dead were dead at this checkpoint (`SEG_DEAD_CP`:
+        // the next checkpoint may free them; not the heads' segments, where the log after this
+        // checkpoint starts).
+        let mut counts = SegCounts::default();
+        {
+            let t = segs.as_mut_slice();
+            let d = differs.as_mut_slice();
+            let mut adjust = |s: u32, f: &mut dyn FnMut(&mut SegInfo)| -> Result<()> {
+                let si = t.get_mut(s as usize).ok_or(Error::Corrupt)?;
+                let before = table_entry(si);
+                f(si);
+                if table_entry(si) != before {
+                    if let Some(x) = d.get_mut((s / SEGTAB_ENTRIES) as usize) {
+                        *x = 1;
+                    }
+                }
+                Ok(())
+            };
+            for l in locs.as_slice() {
+                adjust(l.seg, &mut |si| {
+                    if si.state == segstate::FREE || si.state == segstate::RESERVED {
+                        si.state = segstate::FULL;
+                    }
+                    si.flags |= SEG_PINNED;
+                })?;
+            }
+            for hs in cp.heads.iter().filter(|h| h.seg != NO_SEG) {
+                adjust(hs.seg, &mut |si| {
+                    si.state = segstate::FULL;
+                    si.seq = hs.seg_seq;
+                })?;
+            }
+            for (c, part) in t.chunks_mut(SEGTAB_ENTRIES as usize).enumerate() {
+                let mut dead = false;
+                for (k, si) in part.iter_mut().enumerate() {
+                    if si.state == segstate::FULL && si.live == 0 && si.flags & SEG_PINNED == 0 {
+                        let s = c.saturating_mul(SEGTAB_ENTRIES as usize).saturating_add(k);
+                        if !cp.heads.iter().any(|h| h.seg as usize == s) {
+                            // recorded free (or bad) from now on: the chunk changes
+                            si.flags |= SEG_DEAD_CP;
+                            dead = true;
+                        }
+                    }
+                    // (SEG_DEAD_CP counts for none of the counters)
+                    counts.add(&SegCounts::of(si));
+                }
+                if dead {
+                    if let Some(x) = d.get_mut(c) {
+                        *x = 1;
+                    }
+                }
+            }
         }
-        self.log.segs.replace(segs)?;
+        self.log.segs.replace_counted(segs, counts)?;
         // from here on every change goes through `SegTable::get_mut`, which marks its chunk
         self.log.segs.set_changed(false);
-        for &i in differs.as_slice() {
-            self.log.segs.mark_changed(i as usize);
-        }
-        self.log.reset_open();
-        for l in locs.as_slice() {
-            let mut si = self.log.seg_mut(l.seg)?;
-            if si.state == segstate::FREE || si.state == segstate::RESERVED {
-                si.state = segstate::FULL;
+        for (i, &c) in differs.as_slice().iter().enumerate() {
+            if c != 0 {
+                self.log.segs.mark_changed(i);
             }
-            si.flags |= SEG_PINNED;
         }
+        // no entry of the new table is counted open (the RAM flags were dropped)
+        self.log.reset_open();
         self.segtab_locs = locs;
         self.segtab_seq = cp.seq;
         // the previous checkpoint's records are not known (yet: see `Engine::load_prev_segtab`)
         self.segtab_prev_locs.clear();
         self.segtab_twin.clear();
-        // the heads' segments may have been opened after the table was captured
-        for hs in cp.heads.iter().filter(|h| h.seg != NO_SEG) {
-            let mut si = self.log.seg_mut(hs.seg)?;
-            si.state = segstate::FULL;
-            si.seq = hs.seg_seq;
-        }
-        // Segments the table records full and dead were dead at this checkpoint: the
-        // next checkpoint may free them. (Not the heads' segments: the log after this
-        // checkpoint starts there.)
-        let n = self.log.segs.len() as u32;
-        for i in 0..n {
-            let head = cp.heads.iter().any(|h| h.seg == i);
-            let mut si = self.log.seg_mut(i)?;
-            si.flags &= !SEG_DEAD_CP;
-            if si.state == segstate::FULL && si.live == 0 && si.flags & SEG_PINNED == 0 && !head {
-                si.flags |= SEG_DEAD_CP;
-            }
-        }
         Ok(())
     }
 

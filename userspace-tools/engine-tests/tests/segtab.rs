@@ -263,3 +263,79 @@ fn the_previous_checkpoints_records_stay_until_the_next_checkpoint() {
     assert!(checked > 1000, "{checked}");
     assert!(freed.is_empty(), "the newest checkpoint freed segments holding the previous one's SEGTAB records: (round, segment) {freed:?}");
 }
+
+/// The least-worn free segment as the allocator always chose it: the lowest erase count, the
+/// lowest index among equals, by a pass over every entry.
+fn least_worn_by_scan(t: &ferrofs_engine::segtab::SegTable<ferrofs_engine::std_platform::StdPlatform>) -> Option<u32> {
+    let mut best: Option<(u32, u32)> = None;
+    for (i, s) in t.as_slice().iter().enumerate() {
+        if s.state == ferrofs_engine::format::segstate::FREE && best.is_none_or(|(_, e)| s.erases < e) {
+            best = Some((i as u32, s.erases));
+        }
+    }
+    best.map(|b| b.0)
+}
+
+/// `SegTable::least_worn_free` (a cache of the 16 least-worn free segments, refilled by one pass
+/// when it runs out or a change could reorder it) hands out exactly what a scan per call
+/// would, through allocations, segments freed again with low and high erase counts, erases of
+/// free segments, and tables with fewer free segments than the cache holds.
+#[test]
+fn least_worn_free_matches_a_scan_per_call() {
+    use ferrofs_engine::format::{segstate, SegInfo};
+    use ferrofs_engine::platform::FallibleVec;
+    use ferrofs_engine::segtab::SegTable;
+    use ferrofs_engine::std_platform::{StdPlatform, StdVec};
+    for seed in 1..=20u64 {
+        let mut rng = Rng::new(seed);
+        let n = 40 + rng.below(400) as u32;
+        let mut v: StdVec<SegInfo> = StdVec::new();
+        for _ in 0..n {
+            let state = match rng.below(4) {
+                0 | 1 => segstate::FREE,
+                2 => segstate::FULL,
+                _ => segstate::BAD,
+            };
+            v.try_push(SegInfo { state, erases: rng.below(8) as u32, ..Default::default() }).unwrap();
+        }
+        let mut t: SegTable<StdPlatform> = SegTable::new(v).unwrap();
+        let mut handed = 0u32;
+        for _ in 0..3000 {
+            match rng.below(10) {
+                // allocate: what the allocator does (take it, mark it reserved)
+                0..=4 => {
+                    let want = least_worn_by_scan(&t);
+                    let got = t.least_worn_free();
+                    assert_eq!(got, want, "seed {seed}");
+                    if let Some(s) = got {
+                        t.get_mut(s).unwrap().state = segstate::RESERVED;
+                        handed += 1;
+                    }
+                }
+                // a segment in use is freed again (erase counts low and high)
+                5 | 6 => {
+                    let s = rng.below(u64::from(n)) as u32;
+                    let mut si = t.get_mut(s).unwrap();
+                    if si.state != segstate::BAD {
+                        si.state = segstate::FREE;
+                        si.erases = si.erases.saturating_add(rng.below(3) as u32);
+                    }
+                }
+                // a free segment erased (its count grows while it stays free)
+                7 => {
+                    let s = rng.below(u64::from(n)) as u32;
+                    let mut si = t.get_mut(s).unwrap();
+                    if si.state == segstate::FREE {
+                        si.erases += 1;
+                    }
+                }
+                // a segment filled, or retired
+                _ => {
+                    let s = rng.below(u64::from(n)) as u32;
+                    t.get_mut(s).unwrap().state = if rng.below(8) == 0 { segstate::BAD } else { segstate::FULL };
+                }
+            }
+        }
+        assert!(handed > 500, "seed {seed}: {handed} allocations");
+    }
+}

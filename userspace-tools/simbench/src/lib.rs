@@ -93,7 +93,7 @@ impl Rng {
 }
 
 /// Synthetic clock: one second per 1000 operations, so timestamps move but cost nothing.
-pub(crate) fn now(op: u64) -> Timespec {
+pub fn now(op: u64) -> Timespec {
     Timespec { sec: 1_700_000_000 + (op / 1000) as i64, nsec: ((op % 1000) * 1_000_000) as u32 }
 }
 
