@@ -633,6 +633,28 @@ fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) 
 /// `pages[k].0`, in order, then msync. Returns how many stores were done when the child ended
 /// and the signal that ended it (0: it stored them all and msync succeeded).
 fn mmap_child(fd: &sys::Fd, len: usize, pages: &[(u64, Vec<u8>)]) -> Result<(usize, i32), String> {
+    let (n, sig) = in_child(0, |progress| match sys::Mmap::new(fd, len, true, true) {
+        Ok(mut m) => {
+            for (k, (p, data)) in pages.iter().enumerate() {
+                m.write_at((p * PAGE) as usize, data);
+                progress(k as u64 + 1);
+            }
+            if m.msync().is_ok() {
+                0
+            } else {
+                3
+            }
+        }
+        Err(_) => 2,
+    })?;
+    Ok((n as usize, sig))
+}
+
+/// Run `body` in a forked child (a store through a mapping may kill it with SIGBUS) with a
+/// progress counter shared with this process, starting at `start`; `body`'s result is the
+/// child's exit code. Returns the counter's last value and the signal that ended the child
+/// (0: it exited with code 0); an error if it exited with another code.
+fn in_child(start: u64, body: impl FnOnce(&dyn Fn(u64)) -> i32) -> Result<(u64, i32), String> {
     // SAFETY: a fresh anonymous shared mapping for the child's progress counter.
     let cnt = unsafe { libc::mmap(std::ptr::null_mut(), 8, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
     if cnt == libc::MAP_FAILED {
@@ -640,37 +662,26 @@ fn mmap_child(fd: &sys::Fd, len: usize, pages: &[(u64, Vec<u8>)]) -> Result<(usi
     }
     let cnt = cnt as *mut u64;
     // SAFETY: `cnt` is 8 mapped bytes.
-    unsafe { cnt.write_volatile(0) };
-    // SAFETY: single-threaded program; the child only stores, syncs and exits.
+    unsafe { cnt.write_volatile(start) };
+    // SAFETY: single-threaded program; the child only runs `body` and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         crate::report::reset_fatal_signal_handler();
-        let code = match sys::Mmap::new(fd, len, true, true) {
-            Ok(mut m) => {
-                for (k, (p, data)) in pages.iter().enumerate() {
-                    m.write_at((p * PAGE) as usize, data);
-                    // SAFETY: `cnt` is 8 mapped bytes, shared with the parent.
-                    unsafe { cnt.write_volatile(k as u64 + 1) };
-                }
-                if m.msync().is_ok() {
-                    0
-                } else {
-                    3
-                }
-            }
-            Err(_) => 2,
-        };
-        // SAFETY: exiting the child without unwinding.
+        // SAFETY: `cnt` is 8 mapped bytes, shared with the parent.
+        let code = body(&|v| unsafe { cnt.write_volatile(v) });
+        // SAFETY: exiting the child without unwinding (its mappings die with it).
         unsafe { libc::_exit(code) };
     }
     if pid < 0 {
+        // SAFETY: unmapping the counter (no child).
+        unsafe { libc::munmap(cnt.cast(), 8) };
         return Err(format!("fork: {}", Errno::last()));
     }
     let mut status = 0;
     // SAFETY: waiting for our own child.
     let w = unsafe { libc::waitpid(pid, &mut status, 0) };
     // SAFETY: `cnt` is 8 mapped bytes; the child is gone.
-    let n = unsafe { cnt.read_volatile() } as usize;
+    let n = unsafe { cnt.read_volatile() };
     // SAFETY: unmapping the counter.
     unsafe { libc::munmap(cnt.cast(), 8) };
     if w != pid {
@@ -681,7 +692,7 @@ fn mmap_child(fd: &sys::Fd, len: usize, pages: &[(u64, Vec<u8>)]) -> Result<(usi
     } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok((n, 0))
     } else {
-        Err(format!("the child failed (status {status:#x}, {n} stores done)"))
+        Err(format!("the child failed (status {status:#x}, progress {n})"))
     }
 }
 
@@ -983,56 +994,18 @@ impl MmFile {
     /// and the signal that ended it (0: it exited after storing them all).
     fn store(&self, from: u64, to: u64) -> Result<(u64, i32), String> {
         let len = (self.pages * PAGE) as usize;
-        // SAFETY: a fresh anonymous shared mapping for the child's progress counter.
-        let cnt = unsafe {
-            libc::mmap(std::ptr::null_mut(), 8, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
-        };
-        if cnt == libc::MAP_FAILED {
-            return Err(format!("mmap counter: {}", Errno::last()));
-        }
-        let cnt = cnt as *mut u64;
-        // SAFETY: `cnt` is 8 mapped bytes.
-        unsafe { cnt.write_volatile(from) };
-        // SAFETY: single-threaded program; the child only stores and exits.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            crate::report::reset_fatal_signal_handler();
-            let code = match sys::Mmap::new(&self.fd, len, true, true) {
-                Ok(mut m) => {
-                    let mut page = vec![0u8; PAGE as usize];
-                    for p in from..to {
-                        pattern::fill(self.key, p * PAGE, &mut page);
-                        m.write_at((p * PAGE) as usize, &page);
-                        // SAFETY: `cnt` is 8 mapped bytes, shared with the parent.
-                        unsafe { cnt.write_volatile(p + 1) };
-                    }
-                    0
+        in_child(from, |progress| match sys::Mmap::new(&self.fd, len, true, true) {
+            Ok(mut m) => {
+                let mut page = vec![0u8; PAGE as usize];
+                for p in from..to {
+                    pattern::fill(self.key, p * PAGE, &mut page);
+                    m.write_at((p * PAGE) as usize, &page);
+                    progress(p + 1);
                 }
-                Err(_) => 2,
-            };
-            // SAFETY: exiting the child without unwinding (the mapping dies with it).
-            unsafe { libc::_exit(code) };
-        }
-        if pid < 0 {
-            return Err(format!("fork: {}", Errno::last()));
-        }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        let w = unsafe { libc::waitpid(pid, &mut status, 0) };
-        // SAFETY: `cnt` is 8 mapped bytes; the child is gone.
-        let n = unsafe { cnt.read_volatile() };
-        // SAFETY: unmapping the counter.
-        unsafe { libc::munmap(cnt.cast(), 8) };
-        if w != pid {
-            return Err(format!("waitpid: {}", Errno::last()));
-        }
-        if libc::WIFSIGNALED(status) {
-            Ok((n, libc::WTERMSIG(status)))
-        } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-            Ok((n, 0))
-        } else {
-            Err(format!("the child failed (status {status:#x})"))
-        }
+                0
+            }
+            Err(_) => 2,
+        })
     }
 
     /// Check pages `0..n` against the pattern.
