@@ -524,18 +524,8 @@ fn overwrite_when_full(r: &mut Report, s: &mut State, o: &Opts, buf: &mut [u8]) 
     // (3) the original bytes back, fsync per file
     let mut errs = Vec::new();
     for (rel, _, len) in &chosen {
-        let key = pattern::key_for(s.seed, rel.as_bytes());
-        let res = sys::open(s.root.join(rel), O_RDWR, 0).map_err(|e| format!("open: {e}")).and_then(|fd| {
-            let mut off = 0u64;
-            let end = (*len).max(if rel == srel { small_off + small.len() as u64 } else { 0 });
-            while off < end {
-                let n = (end - off).min(buf.len() as u64) as usize;
-                pattern::fill(key, off, &mut buf[..n]);
-                fd.pwrite_all(&buf[..n], off).map_err(|(d, e)| format!("pwrite at {}: {e}", off + d as u64))?;
-                off += n as u64;
-            }
-            fd.fsync().map_err(|e| format!("fsync: {e}"))
-        });
+        let end = (*len).max(if rel == srel { small_off + small.len() as u64 } else { 0 });
+        let res = write_pattern(&s.root, s.seed, rel, end, buf);
         if let Err(m) = res {
             errs.push(format!("{rel}: {m}"));
         }
@@ -696,6 +686,21 @@ fn in_child(start: u64, body: impl FnOnce(&dyn Fn(u64)) -> i32) -> Result<(u64, 
     }
 }
 
+/// Overwrite bytes `0..end` of the existing file `rel` with its pattern (write(2) through
+/// `buf`, in pieces of its size) and fsync it.
+fn write_pattern(root: &Path, seed: u64, rel: &str, end: u64, buf: &mut [u8]) -> Result<(), String> {
+    let key = pattern::key_for(seed, rel.as_bytes());
+    let fd = sys::open(root.join(rel), O_RDWR, 0).map_err(|e| format!("open: {e}"))?;
+    let mut off = 0u64;
+    while off < end {
+        let n = (end - off).min(buf.len() as u64) as usize;
+        pattern::fill(key, off, &mut buf[..n]);
+        fd.pwrite_all(&buf[..n], off).map_err(|(d, e)| format!("pwrite at {}: {e}", off + d as u64))?;
+        off += n as u64;
+    }
+    fd.fsync().map_err(|e| format!("fsync: {e}"))
+}
+
 /// Read all of `rel` and compare it with `want` (its whole expected content).
 fn read_matches(root: &Path, rel: &str, want: &[u8]) -> Result<(), String> {
     let fd = sys::open(root.join(rel), O_RDONLY, 0).map_err(|e| format!("open: {e}"))?;
@@ -758,19 +763,7 @@ fn mmap_when_full(r: &mut Report, s: &State, buf: &mut [u8]) {
     }
     check_res(r, "the pages stored in place read back after msync and a cache drop", read_matches(&s.root, &rel, &want));
     // back to the recorded bytes (an overwrite in place through write(2))
-    let restore = |rel: &str, len: u64, buf: &mut [u8]| -> Result<(), String> {
-        let key = pattern::key_for(s.seed, rel.as_bytes());
-        let fd = sys::open(s.root.join(rel), O_RDWR, 0).map_err(|e| format!("open: {e}"))?;
-        let mut off = 0u64;
-        while off < len {
-            let n = (len - off).min(buf.len() as u64) as usize;
-            pattern::fill(key, off, &mut buf[..n]);
-            fd.pwrite_all(&buf[..n], off).map_err(|(d, e)| format!("pwrite at {}: {e}", off + d as u64))?;
-            off += n as u64;
-        }
-        fd.fsync().map_err(|e| format!("fsync: {e}"))
-    };
-    let res = restore(&rel, npages * PAGE, buf);
+    let res = write_pattern(&s.root, s.seed, &rel, npages * PAGE, buf);
     r.check("rewriting the mapped pages' original bytes on a full filesystem", res.is_ok(), "no error", format!("{res:?}"));
 
     // (2) growth: the short EOF page of up to three files
@@ -806,7 +799,7 @@ fn mmap_when_full(r: &mut Report, s: &State, buf: &mut [u8]) {
             (false, Err(e), _) => bad.push(format!("{erel} (not stored): {e}")),
         }
         if stored {
-            let res = restore(erel, *esize, buf);
+            let res = write_pattern(&s.root, s.seed, erel, *esize, buf);
             if res.is_err() {
                 bad.push(format!("{erel}: restoring: {res:?}"));
             }
