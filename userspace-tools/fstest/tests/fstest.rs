@@ -460,14 +460,24 @@ fn posix_as_non_root() {
     let d = s.dir.join("nobody");
     std::fs::create_dir(&d).unwrap();
     std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_ferrofs-fstest"))
+    // uid 65534 may not be able to reach the checkout (a clone under /root or in a mktemp -d
+    // directory is mode 700: CI's was, and the exec failed with EACCES), so it runs a copy of
+    // the binary from the scratch tmpfs, with its working directory there too.
+    let exe = s.dir.join("ferrofs-fstest");
+    std::fs::copy(env!("CARGO_BIN_EXE_ferrofs-fstest"), &exe).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = Command::new(&exe)
         .args(["posix"])
         .arg(&d)
         .args(["--large-mib", "2", "--bigdir", "500"])
+        .current_dir(&d)
         .uid(65534)
         .gid(65534)
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("cannot run {} as uid 65534: {e}", exe.display()));
     let r = Run {
         code: o.status.code().unwrap_or(-1),
         out: String::from_utf8_lossy(&o.stdout).into_owned(),
