@@ -203,8 +203,10 @@ fn take_held(inode: &Inode, bytes: u64) -> bool {
 /// Slow path (UBIFS's `make_free_space`): write back this file, then the dirty data of the
 /// whole filesystem (which turns reservations into records: overwrites free the space of the
 /// blocks they replace), then checkpoint (which drops the index growth the budget holds back
-/// for dirty index nodes). The caller holds no folio lock.
-pub(crate) fn make_free_space(inode: &Inode) {
+/// for dirty index nodes). The caller holds no folio lock. `in_fault`: the caller is inside a
+/// page-fault write section (`page_mkwrite`), where the other inodes' write-back is skipped
+/// when `s_umount` is not free at once (a freeze holds it while it waits for the fault).
+pub(crate) fn make_free_space(inode: &Inode, in_fault: bool) {
     let sb = inode.sb();
     let info = sb.info();
     // Each step only where it can gain something, so that repeated ENOSPC on a full
@@ -213,8 +215,16 @@ pub(crate) fn make_free_space(inode: &Inode) {
     if info.budget.reserved() > 0 {
         let _ = inode.write_and_wait();
         // `writeback_inodes_sb` requires `s_umount` held, which we take for reading as
-        // UBIFS's `shrink_liability` does (write(2) and page faults never hold it)
-        sb.umount_read().writeback_inodes();
+        // UBIFS's `shrink_liability` does (write(2) and page faults never hold it). write(2)
+        // may wait for it: `freeze_super` drops it while it waits for writers. A fault may
+        // not: `freeze_super` holds it while it waits for page faults to end.
+        if in_fault {
+            if let Some(umount) = sb.umount_try_read() {
+                umount.writeback_inodes();
+            }
+        } else {
+            sb.umount_read().writeback_inodes();
+        }
     }
     let mut fs = info.lock();
     if !fs.is_read_only() && !fs.is_failed() && fs.budget_figures().2 > 0 {
@@ -225,11 +235,11 @@ pub(crate) fn make_free_space(inode: &Inode) {
 
 /// Reserve one folio's budget before the folio is locked: fast path, else the slow path and
 /// one more try. `ENOSPC` when there is no room even then.
-fn budget_unlocked(inode: &Inode, size: usize) -> Result {
+fn budget_unlocked(inode: &Inode, size: usize, in_fault: bool) -> Result {
     if try_budget(inode, size) {
         return Ok(());
     }
-    make_free_space(inode);
+    make_free_space(inode, in_fault);
     if try_budget(inode, size) {
         Ok(())
     } else {
@@ -338,7 +348,7 @@ pub(crate) unsafe extern "C" fn write_begin(
         }
         // the slow path writes folios back: not with this one locked
         drop(folio);
-        if let Err(e) = budget_unlocked(inode, BS) {
+        if let Err(e) = budget_unlocked(inode, BS, false) {
             return e.to_errno();
         }
         prepaid = true;
@@ -708,7 +718,7 @@ pub(crate) unsafe extern "C" fn page_mkwrite(vmf: *mut bindings::vm_fault) -> bi
         } else {
             // the slow path writes folios back: not with this one locked
             drop(folio);
-            if budget_unlocked(inode, BS).is_err() {
+            if budget_unlocked(inode, BS, true).is_err() {
                 return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
             }
             prepaid = true;

@@ -110,7 +110,7 @@ fn hold(inode: &Inode, off: i64, end: i64) -> Result {
     }
     let budget = &inode.info().budget;
     if !budget.try_reserve(want) {
-        crate::data::make_free_space(inode);
+        crate::data::make_free_space(inode, false);
         if !budget.try_reserve(want) {
             return Err(ENOSPC);
         }

@@ -171,7 +171,8 @@ pub(crate) unsafe extern "C" fn setattr(idmap: *mut bindings::mnt_idmap, dentry:
 /// meanwhile. Shrinking: `truncate_setsize` first (it waits for the writeback of, and drops,
 /// the folios past the new size, whose budgets `invalidate_folio` gives back), then the engine
 /// cut, so a write-back of a dropped folio can no longer re-extend the file on flash. A cut
-/// inside a block first writes that block's folio back if it is dirty without a budget (an
+/// inside a block first (before `truncate_setsize`, so an I/O error there changes nothing)
+/// writes that block's folio back if it is dirty without a budget (an
 /// overwrite in place, `data::in_place`: its write-back needs no space and must happen before
 /// its record is shortened); a budgeted dirty EOF folio stays dirty, its budget paying its
 /// later write-back, so a truncate down never writes anything that needs space. The cut keeps
@@ -199,21 +200,21 @@ pub(crate) fn set_size(inode: &Inode, old: i64, size: i64) -> Result {
         info.lock().setattr(inode.ino(), &sa, inode.now()).map_err(kerr)?;
         inode.truncate_setsize(size);
     } else {
-        inode.truncate_setsize(size);
         if size % BLOCK_SIZE as i64 != 0 {
             // a folio admitted as an overwrite in place without budget (`data::in_place`) must
             // never stay dirty over a shortened record, which a later size increase would let
             // grow at write-back: it reaches the flash before the engine shortens its block
-            // (in place: the write-back needs no space). A budgeted one stays dirty.
+            // (in place: the write-back needs no space). A budgeted one stays dirty. This comes
+            // before `truncate_setsize`, so that a failed write-back (EIO) leaves the file as it
+            // was, its folios past the cut included; nothing re-dirties the folio meanwhile (the
+            // inode lock keeps write(2) out, the invalidate lock `page_mkwrite`).
             let at = size - size % BLOCK_SIZE as i64;
             let unbudgeted = inode.lock_cached_folio(at).is_some_and(|f| f.is_dirty() && !f.is_budgeted());
             if unbudgeted {
-                if let Err(e) = inode.write_and_wait_range(at, at + BLOCK_SIZE as i64 - 1) {
-                    inode.set_size(old);
-                    return Err(e);
-                }
+                inode.write_and_wait_range(at, at + BLOCK_SIZE as i64 - 1)?;
             }
         }
+        inode.truncate_setsize(size);
         let mut r = info.lock().setattr(inode.ino(), &sa, inode.now());
         if matches!(r, Err(EError::NoSpace)) && give_up_charge() {
             r = info.lock().setattr(inode.ino(), &sa, inode.now());

@@ -104,6 +104,16 @@ impl SuperBlock {
         UmountRead(self)
     }
 
+    /// Take `s_umount` for reading if no one holds it for writing, without waiting. For a task
+    /// inside a page-fault write section: `freeze_super` holds `s_umount` exclusively while it
+    /// waits for those sections to end, so waiting for it there would deadlock.
+    pub(crate) fn umount_try_read(&self) -> Option<UmountRead<'_>> {
+        // SAFETY: the superblock is live (type invariant); on success the guard releases the
+        // semaphore.
+        let got = unsafe { bindings::down_read_trylock(ptr::addr_of_mut!((*self.as_ptr()).s_umount)) };
+        (got != 0).then_some(UmountRead(self))
+    }
+
     /// `sync_filesystem`: write out all dirty data and metadata. The VFS requires (and lockdep
     /// checks) that the caller holds `s_umount`, as `reconfigure` does.
     pub(crate) fn sync_filesystem(&self) -> Result {
