@@ -97,6 +97,11 @@ while read -r s p f rc kind; do
   if [ "$f" -gt 0 ] || [ "$rc" -ne 0 ]; then
     grep -aE '^FAIL - ' "build/logs/$s.log" | head -n 5 | cut -c1-240 | sed "s/^/guest suite $s failed check: /"
   fi
+  # A run that failed with every check passed (a kernel report on the console, an unexpected
+  # ferrofs error, a hang): run-guest's reason and its first quoted lines, for the same reason.
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    grep -aE '^run-guest: (FAIL|  )' "build/logs/$s.out" | head -n 4 | cut -c1-240 | sed "s/^/guest suite $s run: /"
+  fi
 done < "$results"
 echo "guest: $passed passed, $failed failed"
 [ $failed -eq 0 ]
