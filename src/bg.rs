@@ -11,7 +11,7 @@ use crate::kfs::{KthreadCtx, SbThread, SuperBlock, ThreadSlot};
 use crate::super_::dev_cstr;
 
 /// The debugfs files under /sys/kernel/debug/ferrofs/mtdN/, in `Stats` order.
-pub(crate) const STAT_NAMES: [&CStr; 49] = [
+pub(crate) const STAT_NAMES: [&CStr; 53] = [
     c_str!("user_bytes"),
     c_str!("programmed_bytes"),
     c_str!("erases"),
@@ -35,6 +35,12 @@ pub(crate) const STAT_NAMES: [&CStr; 49] = [
     // the engine's inode cache: getattr calls served without / with a flash read
     c_str!("icache_hits"),
     c_str!("icache_misses"),
+    // the log's read cache (`read_cache=`): write units allocated now and at most, line reads
+    // served from it, lines read into it from the medium
+    c_str!("rcache_lines"),
+    c_str!("rcache_max_lines"),
+    c_str!("rcache_hits"),
+    c_str!("rcache_misses"),
     // the engine lock (`LockStats`): acquisitions, hold time max/p99/p99.9, wait time
     // max/p99/p99.9, in ns (quantiles: the top of a 19 %-wide histogram bucket)
     c_str!("lock_acquisitions"),

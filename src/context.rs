@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Mounting: the mount options (`commit=`, `gc=`), the `fs_context` callbacks (`init_fs_context`,
+//! Mounting: the mount options (`commit=`, `gc=`, `read_cache=`), the `fs_context` callbacks (`init_fs_context`,
 //! `parse_param`, `get_tree`, `free`) and remount (`reconfigure`).
 
 use kernel::bindings;
@@ -9,6 +9,7 @@ use kernel::error::from_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use crate::engine::error::Error as EError;
+use crate::engine::readcache::READ_CACHE_MAX_BYTES;
 use crate::bg::start_bg;
 use crate::kfs::{kerr, FsContext, FsParameter};
 use crate::super_::{fill_super_bdev, fill_super_mtd};
@@ -20,11 +21,14 @@ pub(crate) struct MountOpts {
     pub(crate) commit: u32,
     /// Whether background GC runs (`gc=on|off`).
     pub(crate) gc: bool,
+    /// KiB of the log's read cache (`read_cache=KIB`, 0: off); `None`: 1/256 of RAM, from
+    /// 256 KiB to 4 MiB (`super_::read_cache_bytes`).
+    pub(crate) read_cache_kib: Option<u32>,
 }
 
 impl Default for MountOpts {
     fn default() -> Self {
-        MountOpts { commit: 5, gc: true }
+        MountOpts { commit: 5, gc: true, read_cache_kib: None }
     }
 }
 
@@ -53,7 +57,7 @@ pub(crate) unsafe extern "C" fn ferrofs_fc_free(fc: *mut bindings::fs_context) {
     unsafe { FsContext::from_raw(fc) }.free();
 }
 
-/// `fs_context_operations::parse_param`: `commit=SECONDS`, `gc=on|off`. Anything else is left
+/// `fs_context_operations::parse_param`: `commit=SECONDS`, `gc=on|off`, `read_cache=KIB`. Anything else is left
 /// to the VFS (`source`, generic flags such as `ro`), which rejects unknown names by name.
 ///
 /// # Safety
@@ -76,6 +80,10 @@ pub(crate) unsafe extern "C" fn ferrofs_parse_param(fc: *mut bindings::fs_contex
                 Some(b"on") => opts.gc = true,
                 Some(b"off") => opts.gc = false,
                 _ => return Err(fc.error(c_str!("Bad value for 'gc'"))),
+            },
+            b"read_cache" => match val.and_then(parse_u32) {
+                Some(k) if k as usize <= READ_CACHE_MAX_BYTES >> 10 => opts.read_cache_kib = Some(k),
+                _ => return Err(fc.error(c_str!("Bad value for 'read_cache' (KiB, at most 65536)"))),
             },
             _ => return Err(Error::from_errno(-(bindings::ENOPARAM as c_int))),
         }

@@ -127,6 +127,9 @@ struct inode *ferrofs_d_inode(const struct dentry *d) { return d_inode(d); }
 struct inode *ferrofs_file_inode(const struct file *f) { return file_inode(f); }
 u32 ferrofs_current_fsuid(void) { return from_kuid(&init_user_ns, current_fsuid()); }
 u32 ferrofs_current_fsgid(void) { return from_kgid(&init_user_ns, current_fsgid()); }
+
+/* RAM in bytes (the read cache's automatic size is a fraction of it). */
+u64 ferrofs_totalram_bytes(void) { return (u64)totalram_pages() << PAGE_SHIFT; }
 u32 ferrofs_i_uid_read(const struct inode *i) { return i_uid_read(i); }
 u32 ferrofs_i_gid_read(const struct inode *i) { return i_gid_read(i); }
 void ferrofs_i_uid_write(struct inode *i, u32 uid) { i_uid_write(i, uid); }

@@ -82,6 +82,7 @@ struct inode *ferrofs_d_inode(const struct dentry *d);
 struct inode *ferrofs_file_inode(const struct file *f);
 u32 ferrofs_current_fsuid(void);
 u32 ferrofs_current_fsgid(void);
+u64 ferrofs_totalram_bytes(void);
 u32 ferrofs_i_uid_read(const struct inode *i);
 u32 ferrofs_i_gid_read(const struct inode *i);
 void ferrofs_i_uid_write(struct inode *i, u32 uid);

@@ -76,6 +76,7 @@ extern "C" {
     pub(crate) fn ferrofs_file_inode(f: *const file) -> *mut inode;
     pub(crate) fn ferrofs_current_fsuid() -> u32;
     pub(crate) fn ferrofs_current_fsgid() -> u32;
+    pub(crate) fn ferrofs_totalram_bytes() -> u64;
     pub(crate) fn ferrofs_i_uid_read(i: *const inode) -> u32;
     pub(crate) fn ferrofs_i_gid_read(i: *const inode) -> u32;
     pub(crate) fn ferrofs_i_uid_write(i: *mut inode, uid: u32);

@@ -22,6 +22,7 @@ use crate::engine::error::Error as EError;
 use crate::engine::flash::{Flash, FlashKind};
 use crate::engine::format::{BLOCK_SIZE, MAX_FILE_SIZE, NAME_MAX, SB_MAGIC};
 use crate::engine::fs::{Engine, MountOptions};
+use crate::engine::readcache::{READ_CACHE_AUTO_MAX, READ_CACHE_BYTES};
 use crate::kplatform::KPlatform;
 use crate::backend::KFlash;
 use crate::blk::{BlkFlash, DevName};
@@ -29,7 +30,7 @@ use crate::mtd::MtdFlash;
 use crate::bg::{start_bg, STAT_NAMES};
 use crate::context::MountOpts;
 use crate::inode::iget;
-use crate::kfs::{kerr, DyingSuperBlock, FsContext, Kstatfs, NewSuperBlock, NofsScope, SbParams, SeqFile, Statfs, StatsDir, SuperBlock, ThreadSlot};
+use crate::kfs::{kerr, DyingSuperBlock, FsContext, Kstatfs, NewSuperBlock, NofsScope, SbParams, SeqFile, Statfs, StatsDir, SuperBlock, ThreadSlot, totalram_bytes};
 use crate::ops::OPS;
 
 /// The engine as the kernel instantiates it.
@@ -229,6 +230,9 @@ impl SbInfo {
             f.corrected_reads, f.uncorrectable_reads, f.scrubbed_segments, f.program_failures, f.erase_failures, f.io_errors,
         ];
         let (hits, misses) = fs.icache_stats();
+        let (rhits, rmisses) = fs.read_cache_stats();
+        let (rlines, rmax) = fs.read_cache_lines();
+        let rcache = [rlines as u64, rmax as u64, rhits, rmisses];
         let lock = self.lockstat.figures();
         let d = fs.flash_ref().io_stats();
         let dev = [
@@ -237,7 +241,7 @@ impl SbInfo {
         ];
         let m = fs.flash_ref().mtd_times();
         let mtd = [m.reads, m.read_ns, m.writes, m.write_ns, m.erase_ns];
-        let vals = Iterator::chain(Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), lock), dev), mtd);
+        let vals = Iterator::chain(Iterator::chain(Iterator::chain(Iterator::chain(Iterator::chain(vals.iter().copied(), [hits, misses]), rcache), lock), dev), mtd);
         for (slot, v) in self.stats.vals().iter().zip(vals) {
             slot.store(v, Ordering::Relaxed);
         }
@@ -363,19 +367,31 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
     let opts = fc.opts().ok_or(EINVAL)?;
     let name = flash.name();
     let read_only = sb.rdonly();
-    let fs = mount_engine(flash, read_only, name)?;
+    let fs = mount_engine(flash, read_only, read_cache_bytes(&opts), name)?;
     attach_engine(sb, opts, name, read_only, fs)
+}
+
+/// The read cache a mount with `opts` gets: `read_cache=` KiB, else 1/256 of RAM from
+/// `READ_CACHE_BYTES` (256 KiB) to `READ_CACHE_AUTO_MAX` (4 MiB). The cache keeps recently
+/// read and written metadata pages (directory entries, inodes) so that a readdir or lookup of
+/// what was recently touched reads nothing from the flash; a machine of 64 MiB keeps the
+/// floor, one of 1 GiB or more the ceiling (docs/kernel.md, "Memory").
+fn read_cache_bytes(opts: &MountOpts) -> usize {
+    match opts.read_cache_kib {
+        Some(k) => (k as usize).saturating_mul(1024),
+        None => usize::try_from(totalram_bytes() / 256).unwrap_or(usize::MAX).clamp(READ_CACHE_BYTES, READ_CACHE_AUTO_MAX),
+    }
 }
 
 /// Mount the engine on `flash`; the engine goes to the heap before this frame is left.
 #[inline(never)]
-fn mount_engine(flash: KFlash, read_only: bool, name: DevName) -> Result<KBox<Fs>> {
+fn mount_engine(flash: KFlash, read_only: bool, read_cache: usize, name: DevName) -> Result<KBox<Fs>> {
     let kind = flash.geometry().kind;
     let mlc = kind == FlashKind::MlcNand;
     flash.check_writeable(read_only)?;
     // the replay window comes from the medium (8 MiB on a block device, 3 MiB on raw flash:
     // `engine::fs::default_checkpoint_log_bytes`, docs/kernel.md)
-    let mopts = MountOptions { read_only, ..MountOptions::default() };
+    let mopts = MountOptions { read_only, read_cache_bytes: Some(read_cache), ..MountOptions::default() };
     let fs = match Engine::mount(flash, mopts) {
         Ok(fs) => fs,
         Err((e, _flash)) => {
@@ -558,13 +574,16 @@ pub(crate) unsafe extern "C" fn show_options(m: *mut bindings::seq_file, root: *
     // mounted ferrofs, for the call.
     let (m, sb) = unsafe { (SeqFile::from_raw(m), SuperBlock::from_dentry(root)) };
     let opts = sb.info().opts;
-    let mut buf = [0u8; 40];
+    let mut buf = [0u8; 64];
     let mut w = ByteWriter { buf: &mut buf, len: 0 };
     if opts.commit != MountOpts::default().commit {
         let _ = core::fmt::write(&mut w, format_args!(",commit={}", opts.commit));
     }
     if !opts.gc {
         let _ = core::fmt::write(&mut w, format_args!(",gc=off"));
+    }
+    if let Some(k) = opts.read_cache_kib {
+        let _ = core::fmt::write(&mut w, format_args!(",read_cache={}", k));
     }
     let len = w.len.min(buf.len() - 1);
     buf[len] = 0;

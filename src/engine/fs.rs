@@ -80,6 +80,10 @@ pub struct MountOptions {
     /// fsck and dump tools). Every mutation returns `ReadOnly`. The index cache may grow up to
     /// 8x `cache_nodes` to hold what the log since the checkpoint changed.
     pub read_only: bool,
+    /// Bytes of the log's read cache of recently read and written metadata pages
+    /// (`readcache.rs`); `None`: `READ_CACHE_BYTES` (256 KiB). `Some(0)` turns it off. The
+    /// kernel passes 1/256 of RAM (`read_cache=` overrides it).
+    pub read_cache_bytes: Option<usize>,
 }
 
 /// Default `MountOptions::checkpoint_log_bytes`: 3 MiB. A mount after a power cut reads the
@@ -121,7 +125,7 @@ pub struct ReplayLazy {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { cache_nodes: 0, dirty_nodes: 0, wear_threshold: 1000, checkpoint_log_bytes: 0, lazy_replay_min_log: 0, read_only: false }
+        MountOptions { cache_nodes: 0, dirty_nodes: 0, wear_threshold: 1000, checkpoint_log_bytes: 0, lazy_replay_min_log: 0, read_only: false, read_cache_bytes: None }
     }
 }
 
@@ -478,6 +482,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err((Error::NotSupported, flash));
         }
         let mut log: Log<P, F> = Log::new(flash, SegTable::empty(), 0);
+        if let Some(bytes) = opts.read_cache_bytes {
+            log.set_read_cache_bytes(bytes);
+        }
         // superblock
         let mut sb = None;
         let mut page = P::Vec::new();
@@ -783,6 +790,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// lines read into it from the medium).
     pub fn read_cache_stats(&self) -> (u64, u64) {
         (self.log.rcache.hits, self.log.rcache.misses)
+    }
+
+    /// Lines (write units) of the log's read cache: allocated now, and at most (0: off).
+    pub fn read_cache_lines(&self) -> (usize, usize) {
+        (self.log.rcache.allocated_lines(), self.log.rcache.capacity_lines())
     }
 
     /// Bytes programmed by checkpoints since the mount (RAM only): the write-out of the heads'

@@ -316,6 +316,12 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
+    /// Size the read cache to `bytes` (see `MountOptions::read_cache_bytes`); what it held is
+    /// dropped.
+    pub fn set_read_cache_bytes(&mut self, bytes: usize) {
+        self.rcache = ReadCache::new(self.wu(), bytes);
+    }
+
     /// MLC NAND: the medium's pairing and its largest pair distance over a segment's pages;
     /// `None` on other media, and on MLC when the pairing is unknown or unusable (see
     /// [`Pairing::max_distance`]).

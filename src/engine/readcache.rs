@@ -11,9 +11,16 @@
 //! succeeded (a corrected read included: the data is right), so a failing page is read from
 //! the medium again, and fails again, every time.
 //!
-//! Memory: `READ_CACHE_BYTES` of lines (one write unit each, at most `MAX_LINES`) and 12 bytes
-//! of tag per line, allocated on the first read; without memory nothing is cached (reads go to
-//! the medium as before).
+//! Memory: the mount chooses the size (`MountOptions::read_cache_bytes`; the kernel takes
+//! 1/256 of RAM, from `READ_CACHE_BYTES` to `READ_CACHE_AUTO_MAX`, or `read_cache=`): at most
+//! that many whole lines (one write unit each, at most `MAX_LINES`), plus 20 bytes of tag and
+//! bucket per line. Nothing is allocated until the first read; then the cache doubles from
+//! `GROW_MIN` lines each time every line is in use, so it holds what the workload touched, not
+//! its ceiling. Allocation is fallible: when growing fails the cache keeps what it has and stops
+//! growing (reads go to the medium as before when it has nothing). A line is found through a
+//! hash of its place (chained buckets, one per line rounded up to a power of two, re-linked when
+//! the bucket count grows), so a lookup, a fill and the invalidation a program makes cost the
+//! same whatever the size; only the invalidation of a whole segment (an erase) walks every tag.
 //! Replacement: CLOCK (a referenced bit per line, set on every hit).
 
 use crate::engine::format::NO_SEG;
@@ -23,11 +30,26 @@ use crate::engine::platform::{FallibleVec, Platform};
 /// records, and one large read (a readahead span, a replay window) would evict all of them.
 pub const MAX_CACHED_READ_LINES: u32 = 2;
 
-/// Size of the cache in bytes: 128 pages of 2 KiB, 64 of 4 KiB.
+/// Default size of the cache in bytes (`MountOptions::read_cache_bytes` left at `None`, and the
+/// kernel's floor): 128 pages of 2 KiB, 64 of 4 KiB.
 pub const READ_CACHE_BYTES: usize = 256 << 10;
 
-/// Most lines a cache holds, whatever its size in bytes (the tags are searched linearly).
-pub const MAX_LINES: usize = 128;
+/// The kernel's automatic size is at most this: 2 048 pages of 2 KiB. On the rig (1 GiB guest)
+/// the meta benchmark's 2 000 creates (about 330 pages of directory entries and inodes)
+/// stay cached, and a readdir right after them reads nothing from the flash.
+pub const READ_CACHE_AUTO_MAX: usize = 4 << 20;
+
+/// Largest cache a mount accepts (`read_cache=` is capped here).
+pub const READ_CACHE_MAX_BYTES: usize = 64 << 20;
+
+/// Most lines a cache holds, whatever its size in bytes.
+pub const MAX_LINES: usize = 1 << 16;
+
+/// Lines of the first allocation; the cache doubles from there as it fills.
+const GROW_MIN: usize = 16;
+
+/// End of a bucket chain.
+const NIL: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
 struct Tag {
@@ -35,13 +57,15 @@ struct Tag {
     seg: u32,
     /// Offset of the line in the segment (a multiple of the line size).
     off: u32,
+    /// Next slot in the same bucket, `NIL` at the end.
+    next: u32,
     /// Hit since the clock hand last passed.
     referenced: bool,
 }
 
 impl Default for Tag {
     fn default() -> Self {
-        Tag { seg: NO_SEG, off: 0, referenced: false }
+        Tag { seg: NO_SEG, off: 0, next: NIL, referenced: false }
     }
 }
 
@@ -52,8 +76,13 @@ pub struct ReadCache<P: Platform> {
     /// Lines wanted (0: caching off).
     lines: usize,
     tags: P::Vec<Tag>,
+    /// First slot of each bucket (`NIL`: empty); a power of two of them, at least one per slot,
+    /// once anything is allocated.
+    buckets: P::Vec<u32>,
     data: P::Vec<u8>,
     hand: usize,
+    /// Slots holding a line.
+    used: usize,
     /// Reads served from the cache (line by line).
     pub hits: u64,
     /// Lines read from the medium into the cache.
@@ -63,10 +92,22 @@ pub struct ReadCache<P: Platform> {
 }
 
 impl<P: Platform> ReadCache<P> {
-    /// A cache of `bytes` bytes in lines of `line` bytes (nothing is allocated yet).
+    /// A cache of `bytes` bytes (at most `READ_CACHE_MAX_BYTES`) in lines of `line` bytes
+    /// (nothing is allocated yet).
     pub fn new(line: u32, bytes: usize) -> Self {
+        let bytes = bytes.min(READ_CACHE_MAX_BYTES);
         let lines = if line == 0 { 0 } else { (bytes / line as usize).min(MAX_LINES) };
-        ReadCache { line, lines, tags: P::Vec::new(), data: P::Vec::new(), hand: 0, hits: 0, misses: 0, written: 0 }
+        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, hits: 0, misses: 0, written: 0 }
+    }
+
+    /// Lines the cache may hold (0: off); it allocates them as it fills.
+    pub fn capacity_lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Lines allocated now (the RAM the cache holds: this many write units).
+    pub fn allocated_lines(&self) -> usize {
+        self.tags.len()
     }
 
     /// Bytes per line (0 when the cache is off).
@@ -89,8 +130,81 @@ impl<P: Platform> ReadCache<P> {
         last.saturating_sub(first) < u64::from(MAX_CACHED_READ_LINES)
     }
 
+    /// The bucket of the line at `off` of `seg` (`buckets` is allocated: a power of two long).
+    fn bucket(&self, seg: u32, off: u32) -> usize {
+        let n = self.buckets.len();
+        let key = (u64::from(seg) << 32) | u64::from(off.checked_div(self.line).unwrap_or(0));
+        // Fibonacci hashing: the top bits of the product, as many as the bucket count needs
+        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let bits = n.trailing_zeros();
+        if bits == 0 {
+            0
+        } else {
+            (h >> (64 - bits)) as usize
+        }
+    }
+
     fn slot_of(&self, seg: u32, off: u32) -> Option<usize> {
-        self.tags.as_slice().iter().position(|t| t.seg == seg && t.off == off && seg != NO_SEG)
+        if seg == NO_SEG || self.buckets.is_empty() {
+            return None;
+        }
+        let mut i = *self.buckets.as_slice().get(self.bucket(seg, off))?;
+        // a chain is never longer than the cache (bounded walk even if it were broken)
+        for _ in 0..self.tags.len() {
+            let t = self.tags.as_slice().get(i as usize)?;
+            if t.seg == seg && t.off == off {
+                return Some(i as usize);
+            }
+            i = t.next;
+        }
+        None
+    }
+
+    /// Make slot `i` empty, taking it out of its bucket's chain.
+    fn unlink(&mut self, i: usize) {
+        let Some(&t) = self.tags.as_slice().get(i) else { return };
+        if t.seg != NO_SEG {
+            let b = self.bucket(t.seg, t.off);
+            let head = self.buckets.as_slice().get(b).copied().unwrap_or(NIL);
+            if head as usize == i {
+                if let Some(h) = self.buckets.as_mut_slice().get_mut(b) {
+                    *h = t.next;
+                }
+            } else {
+                let mut p = head;
+                for _ in 0..self.tags.len() {
+                    let Some(pt) = self.tags.as_slice().get(p as usize).copied() else { break };
+                    if pt.next as usize == i {
+                        if let Some(x) = self.tags.as_mut_slice().get_mut(p as usize) {
+                            x.next = t.next;
+                        }
+                        break;
+                    }
+                    p = pt.next;
+                }
+            }
+        }
+        if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
+            if x.seg != NO_SEG {
+                self.used = self.used.saturating_sub(1);
+            }
+            *x = Tag::default();
+        }
+    }
+
+    /// Slot `i` (empty) now holds the line at `off` of `seg`.
+    fn link(&mut self, i: usize, seg: u32, off: u32) {
+        let b = self.bucket(seg, off);
+        let Some(head) = self.buckets.as_slice().get(b).copied() else { return };
+        if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
+            if t.seg == NO_SEG {
+                self.used = self.used.saturating_add(1);
+            }
+            *t = Tag { seg, off, next: head, referenced: false };
+            if let Some(h) = self.buckets.as_mut_slice().get_mut(b) {
+                *h = i as u32;
+            }
+        }
     }
 
     /// The line at `off` (a line boundary) of `seg`, if cached.
@@ -110,24 +224,65 @@ impl<P: Platform> ReadCache<P> {
         self.data.as_slice().get(i.saturating_mul(l)..i.saturating_mul(l).saturating_add(l))
     }
 
+    /// Grow by doubling (from `GROW_MIN` lines) toward `lines` when every slot holds a line:
+    /// lines, then buckets (re-linking the slots held), then tags, each fallibly, so a failure
+    /// leaves a consistent, smaller cache, which then stops growing.
+    fn grow(&mut self) {
+        let cur = self.tags.len();
+        if cur >= self.lines {
+            return;
+        }
+        let new = cur.saturating_mul(2).max(GROW_MIN).min(self.lines);
+        let l = self.line as usize;
+        let nb = new.checked_next_power_of_two().unwrap_or(0);
+        if nb == 0 || self.data.try_resize(new.saturating_mul(l), 0).is_err() {
+            self.lines = cur;
+            return;
+        }
+        if nb != self.buckets.len() {
+            if self.buckets.try_resize(nb, NIL).is_err() {
+                self.lines = cur;
+                return;
+            }
+            // the bucket of a place depends on the bucket count: re-link every line held
+            for b in self.buckets.as_mut_slice() {
+                *b = NIL;
+            }
+            self.used = 0;
+            for i in 0..cur {
+                let Some(t) = self.tags.as_slice().get(i).copied() else { break };
+                if t.seg != NO_SEG {
+                    if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
+                        *x = Tag::default();
+                    }
+                    self.link(i, t.seg, t.off);
+                    if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
+                        x.referenced = t.referenced;
+                    }
+                }
+            }
+        }
+        if self.tags.try_resize(new, Tag::default()).is_err() {
+            self.lines = cur;
+            return;
+        }
+        // the new slots are empty: take them first
+        self.hand = cur;
+    }
+
     /// A slot for a new line (emptied: it holds nothing until [`ReadCache::fill`]), and its
     /// bytes to read the line into; `None` without memory.
     pub fn victim(&mut self) -> Option<(usize, &mut [u8])> {
         if self.lines == 0 {
             return None;
         }
-        if self.tags.len() != self.lines {
-            let l = self.line as usize;
-            if self.tags.try_resize(self.lines, Tag::default()).is_err()
-                || self.data.try_resize(self.lines.saturating_mul(l), 0).is_err()
-            {
-                // no memory: no cache (and nothing held)
-                self.tags = P::Vec::new();
-                self.data = P::Vec::new();
-                return None;
-            }
+        if self.used >= self.tags.len() {
+            self.grow();
         }
         let n = self.tags.len();
+        if n == 0 {
+            return None;
+        }
         // CLOCK: the first slot whose referenced bit is clear, clearing them on the way
         let next = |i: usize| i.saturating_add(1).checked_rem(n).unwrap_or(0);
         let mut i = self.hand.checked_rem(n).unwrap_or(0);
@@ -139,9 +294,7 @@ impl<P: Platform> ReadCache<P> {
             i = next(i);
         }
         self.hand = next(i);
-        if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
-            *t = Tag::default();
-        }
+        self.unlink(i);
         let l = self.line as usize;
         let bytes = self.data.as_mut_slice().get_mut(i.saturating_mul(l)..i.saturating_mul(l).saturating_add(l))?;
         Some((i, bytes))
@@ -150,9 +303,7 @@ impl<P: Platform> ReadCache<P> {
     /// Slot `i` (from [`ReadCache::victim`]) now holds the line at `off` of `seg`.
     pub fn fill(&mut self, i: usize, seg: u32, off: u32) {
         self.misses = self.misses.saturating_add(1);
-        if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
-            *t = Tag { seg, off, referenced: false };
-        }
+        self.link(i, seg, off);
     }
 
     /// `data`, just programmed at `off` (a line boundary) of `seg`, is what the medium now
@@ -174,19 +325,32 @@ impl<P: Platform> ReadCache<P> {
                 return;
             }
             dst.copy_from_slice(src);
-            if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
-                *t = Tag { seg, off: at, referenced: false };
-            }
+            self.link(i, seg, at);
             self.written = self.written.saturating_add(1);
         }
     }
 
     /// Forget the lines of `seg` that overlap `[from, to)` (the medium is about to change there).
     pub fn invalidate(&mut self, seg: u32, from: u32, to: u32) {
+        if self.buckets.is_empty() || self.line == 0 || from >= to {
+            return;
+        }
         let l = self.line;
-        for t in self.tags.as_mut_slice() {
-            if t.seg == seg && t.off < to && t.off.saturating_add(l) > from {
-                *t = Tag::default();
+        let first = from / l;
+        let last = (to - 1) / l;
+        if (last - first) as usize >= self.tags.len() {
+            // a range wider than the cache (a whole segment): walk the tags
+            for i in 0..self.tags.len() {
+                let hit = self.tags.as_slice().get(i).is_some_and(|t| t.seg == seg && t.off < to && t.off.saturating_add(l) > from);
+                if hit {
+                    self.unlink(i);
+                }
+            }
+            return;
+        }
+        for k in first..=last {
+            if let Some(i) = self.slot_of(seg, k.saturating_mul(l)) {
+                self.unlink(i);
             }
         }
     }
@@ -196,10 +360,36 @@ impl<P: Platform> ReadCache<P> {
         self.invalidate(seg, 0, u32::MAX);
     }
 
+    /// Whether the hash index agrees with the tags: every slot holding a line is reached from
+    /// its bucket, once, and the chains hold nothing else (for tests; O(lines^2) at worst).
+    pub fn consistent(&self) -> bool {
+        let n = self.tags.len();
+        let mut reached = 0usize;
+        for b in 0..self.buckets.len() {
+            let mut i = self.buckets.as_slice().get(b).copied().unwrap_or(NIL);
+            let mut steps = 0usize;
+            while i != NIL {
+                let Some(t) = self.tags.as_slice().get(i as usize) else { return false };
+                if t.seg == NO_SEG || self.bucket(t.seg, t.off) != b || steps > n {
+                    return false;
+                }
+                reached += 1;
+                steps += 1;
+                i = t.next;
+            }
+        }
+        let held = self.tags.as_slice().iter().filter(|t| t.seg != NO_SEG).count();
+        reached == held && held == self.used
+    }
+
     /// Forget everything (the medium may have been changed behind the log's back).
     pub fn clear(&mut self) {
         for t in self.tags.as_mut_slice() {
             *t = Tag::default();
         }
+        for b in self.buckets.as_mut_slice() {
+            *b = NIL;
+        }
+        self.used = 0;
     }
 }

@@ -49,6 +49,12 @@ pub(crate) fn current_fsids() -> (u32, u32) {
     unsafe { (shim::ferrofs_current_fsuid(), shim::ferrofs_current_fsgid()) }
 }
 
+/// The machine's RAM in bytes (`totalram_pages`).
+pub(crate) fn totalram_bytes() -> u64 {
+    // SAFETY: reads a global counter; no preconditions.
+    unsafe { shim::ferrofs_totalram_bytes() }
+}
+
 /// Whether the calling task has `CAP_SYS_ADMIN` (`capable`, which may record its use).
 pub(crate) fn capable_sys_admin() -> bool {
     // SAFETY: a capability test of the calling task; no preconditions.

@@ -162,3 +162,92 @@ fn inodes_of_a_few_hundred_files_stay_in_the_inode_cache() {
     let (_, m1) = fs.icache_stats();
     assert_eq!(m1 - m0, 0, "inode cache misses");
 }
+
+/// Whatever the cache's size (off, a few lines, more lines than the medium has pages), every
+/// read returns what the medium holds, through a seeded mix of programs, erases and reads of
+/// one or two pages or more; a cache at least as large as the medium serves every page read
+/// twice from RAM.
+#[test]
+fn reads_always_match_the_medium_whatever_the_cache_size() {
+    let pages_per_seg = 64 * 1024 / WU;
+    for &bytes in &[0usize, 3 * WU as usize, 40 * WU as usize, 4 << 20] {
+        let mut log = log();
+        log.set_read_cache_bytes(bytes);
+        // model: the bytes of every page, None while erased
+        let mut model: Vec<Vec<Option<Vec<u8>>>> = vec![vec![None; pages_per_seg as usize]; 16];
+        let mut next_free = [0u32; 16];
+        let mut x: u64 = 0x9E37_79B9 ^ bytes as u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..6000u32 {
+            let seg = rnd(16) as u32;
+            match rnd(10) {
+                0..=3 => {
+                    // program the next page of the segment (NAND: in order, once per erase)
+                    let p = next_free[seg as usize];
+                    if p < pages_per_seg {
+                        let data = page(step as u8 ^ seg as u8);
+                        log.write_fixed(seg, p * WU, &data).unwrap();
+                        model[seg as usize][p as usize] = Some(data);
+                        next_free[seg as usize] = p + 1;
+                    }
+                }
+                4 => {
+                    if rnd(8) == 0 {
+                        log.erase(seg).unwrap();
+                        model[seg as usize] = vec![None; pages_per_seg as usize];
+                        next_free[seg as usize] = 0;
+                    }
+                }
+                _ => {
+                    let seg_bytes = pages_per_seg * WU;
+                    let off = rnd(u64::from(seg_bytes)) as u32;
+                    let max = (seg_bytes - off).min(if rnd(4) == 0 { 5 * WU } else { WU + 100 });
+                    let len = 1 + rnd(u64::from(max)) as usize;
+                    let got = read(&mut log, seg, off, len);
+                    let want: Vec<u8> = (off as usize..off as usize + len)
+                        .map(|b| match &model[seg as usize][b / WU as usize] {
+                            Some(d) => d[b % WU as usize],
+                            None => 0xFF,
+                        })
+                        .collect();
+                    assert_eq!(got, want, "cache of {bytes} bytes, step {step}: read of {len} at {seg}:{off}");
+                }
+            }
+            assert!(log.rcache.consistent(), "cache of {bytes} bytes, step {step}: the hash index lost or duplicated a line");
+        }
+    }
+    // a cache larger than the medium: it holds only what was read (doubling from 16 lines),
+    // and the second pass over every page reads nothing
+    let mut log = log();
+    log.set_read_cache_bytes(4 << 20);
+    assert_eq!(log.rcache.capacity_lines(), 2048);
+    assert_eq!(log.rcache.allocated_lines(), 0, "nothing is allocated before the first read");
+    log.write_fixed(0, 0, &page(9)).unwrap();
+    assert_eq!(read(&mut log, 0, 10, 20), page(9)[10..30]);
+    assert_eq!(log.rcache.allocated_lines(), 16, "one page read: the first 16 lines");
+    log.erase(0).unwrap();
+    for s in 0..16u32 {
+        for p in 0..pages_per_seg {
+            log.write_fixed(s, p * WU, &page((s * 31 + p) as u8)).unwrap();
+        }
+    }
+    for s in 0..16u32 {
+        for p in 0..pages_per_seg {
+            assert_eq!(read(&mut log, s, p * WU + 7, 40), page((s * 31 + p) as u8)[7..47]);
+        }
+    }
+    let r0 = log.flash.reads;
+    for s in (0..16u32).rev() {
+        for p in 0..pages_per_seg {
+            assert_eq!(read(&mut log, s, p * WU + 100, 60), page((s * 31 + p) as u8)[100..160]);
+        }
+    }
+    assert_eq!(log.flash.reads, r0, "all 512 pages were served from the cache");
+    assert_eq!(log.rcache.allocated_lines(), 512, "grown to what was read, not to its ceiling");
+    assert!(log.rcache.consistent());
+}

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use ferrofs_engine::format::{segtab_chunks, Loc, CP_HDR_SIZE, S_IFREG};
 use ferrofs_engine::std_platform::StdEngine;
 use ferrofs_engine::{CreateArgs, Error, FormatOptions, MountOptions, Timespec, ROOT_INO};
+use ferrofs_engine::readcache::READ_CACHE_AUTO_MAX;
 use ferrofs_flashsim::{Counters, NandConfig, NandSim};
 use serde::Serialize;
 
@@ -108,9 +109,10 @@ pub fn fresh_fs(device_mib: u32, seed: u64, cache_nodes: usize) -> Result<Fs> {
 }
 
 /// Mount options of the benchmark: the defaults, with `cache_nodes` index nodes cached (0 = the
-/// engine's automatic size).
+/// engine's automatic size) and the read cache the kernel gives a mount on the rig's 1 GiB
+/// guest (1/256 of RAM, capped: `READ_CACHE_AUTO_MAX`).
 pub fn mount_opts(cache_nodes: usize) -> MountOptions {
-    MountOptions { cache_nodes, ..MountOptions::default() }
+    MountOptions { cache_nodes, read_cache_bytes: Some(READ_CACHE_AUTO_MAX), ..MountOptions::default() }
 }
 
 /// Bytes of one checkpoint slot on a device of `segments` segments with `write_unit`-byte pages

@@ -71,8 +71,9 @@ pub struct MetaPhase {
     pub device_us_per_op: f64,
     /// Engine CPU microseconds per operation (native, not the rig's emulated CPU).
     pub cpu_us_per_op: f64,
-    /// Operations per second of device + CPU time.
-    pub ops_per_s: f64,
+    /// Operations per second of device + CPU time; `None` when the phase took no device time
+    /// and less CPU time than the clock resolves (a phase served from RAM).
+    pub ops_per_s: Option<f64>,
 }
 
 /// What the experiment measured.
@@ -122,7 +123,7 @@ impl Phase {
             checkpoints: fs.stats().checkpoints.saturating_sub(self.cp0),
             device_us_per_op: dev * 1e6 / n,
             cpu_us_per_op: cpu * 1e6 / n,
-            ops_per_s: if dev + cpu > 0.0 { ops as f64 / (dev + cpu) } else { 0.0 },
+            ops_per_s: (dev + cpu > 0.0).then(|| ops as f64 / (dev + cpu)),
         }
     }
 }
@@ -245,7 +246,7 @@ pub fn meta_markdown(r: &MetaResult) -> String {
     for p in &r.phases {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {} | {:.1} | {:.2} | {:.0} |",
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {} | {:.1} | {:.2} | {} |",
             p.op,
             p.ops,
             p.reads_per_op,
@@ -257,7 +258,7 @@ pub fn meta_markdown(r: &MetaResult) -> String {
             p.checkpoints,
             p.device_us_per_op,
             p.cpu_us_per_op,
-            p.ops_per_s
+            p.ops_per_s.map_or_else(|| "below the clock".to_string(), |r| format!("{r:.0}"))
         );
     }
     let _ = writeln!(
