@@ -21,7 +21,10 @@
 //! hash of its place (chained buckets, one per line rounded up to a power of two, re-linked when
 //! the bucket count grows), so a lookup, a fill and the invalidation a program makes cost the
 //! same whatever the size; only the invalidation of a whole segment (an erase) walks every tag.
-//! Replacement: CLOCK (a referenced bit per line, set on every hit).
+//! Replacement: an empty slot first (a free list of the slots invalidations emptied), then a
+//! larger cache, and only then CLOCK (a referenced bit per line, set on every hit). Without the
+//! free list the holes an erase leaves kept the cache from growing while the hand evicted the
+//! oldest lines still valid: in the rig's meta run the directory entries written first.
 
 use crate::engine::format::NO_SEG;
 use crate::engine::platform::{FallibleVec, Platform};
@@ -83,6 +86,9 @@ pub struct ReadCache<P: Platform> {
     hand: usize,
     /// Slots holding a line.
     used: usize,
+    /// Empty slots (after an invalidation, a growth, a clear), taken before any line is evicted;
+    /// its capacity is reserved as the cache grows, so pushing never allocates.
+    free: P::Vec<u32>,
     /// Reads served from the cache (line by line).
     pub hits: u64,
     /// Lines read from the medium into the cache.
@@ -97,7 +103,7 @@ impl<P: Platform> ReadCache<P> {
     pub fn new(line: u32, bytes: usize) -> Self {
         let bytes = bytes.min(READ_CACHE_MAX_BYTES);
         let lines = if line == 0 { 0 } else { (bytes / line as usize).min(MAX_LINES) };
-        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, hits: 0, misses: 0, written: 0 }
+        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, free: P::Vec::new(), hits: 0, misses: 0, written: 0 }
     }
 
     /// Lines the cache may hold (0: off); it allocates them as it fills.
@@ -224,7 +230,7 @@ impl<P: Platform> ReadCache<P> {
         self.data.as_slice().get(i.saturating_mul(l)..i.saturating_mul(l).saturating_add(l))
     }
 
-    /// Grow by doubling (from `GROW_MIN` lines) toward `lines` when every slot holds a line:
+    /// Grow by doubling (from `GROW_MIN` lines) toward `lines` when no slot is empty:
     /// lines, then buckets (re-linking the slots held), then tags, each fallibly, so a failure
     /// leaves a consistent, smaller cache, which then stops growing.
     fn grow(&mut self) {
@@ -266,8 +272,24 @@ impl<P: Platform> ReadCache<P> {
             self.lines = cur;
             return;
         }
-        // the new slots are empty: take them first
-        self.hand = cur;
+        // room for every slot on the free list, then the new slots on it (lowest taken first)
+        let n = self.free.len();
+        if self.free.try_resize(new, 0).is_ok() {
+            self.free.truncate(n);
+        }
+        for i in (cur..new).rev() {
+            let _ = self.free.try_push(i as u32);
+        }
+    }
+
+    /// An empty slot from the free list.
+    fn take_free(&mut self) -> Option<usize> {
+        while let Some(i) = self.free.pop() {
+            if self.tags.as_slice().get(i as usize).is_some_and(|t| t.seg == NO_SEG) {
+                return Some(i as usize);
+            }
+        }
+        None
     }
 
     /// A slot for a new line (emptied: it holds nothing until [`ReadCache::fill`]), and its
@@ -276,14 +298,30 @@ impl<P: Platform> ReadCache<P> {
         if self.lines == 0 {
             return None;
         }
-        if self.used >= self.tags.len() {
-            self.grow();
-        }
+        // an empty slot first, then a larger cache, and only then an eviction
+        let i = match self.take_free() {
+            Some(i) => i,
+            None => {
+                self.grow();
+                match self.take_free() {
+                    Some(i) => i,
+                    None => self.clock()?,
+                }
+            }
+        };
+        self.unlink(i);
+        let l = self.line as usize;
+        let bytes = self.data.as_mut_slice().get_mut(i.saturating_mul(l)..i.saturating_mul(l).saturating_add(l))?;
+        Some((i, bytes))
+    }
+
+    /// CLOCK: the first slot from the hand whose referenced bit is clear (or that is empty),
+    /// clearing the bits on the way.
+    fn clock(&mut self) -> Option<usize> {
         let n = self.tags.len();
         if n == 0 {
             return None;
         }
-        // CLOCK: the first slot whose referenced bit is clear, clearing them on the way
         let next = |i: usize| i.saturating_add(1).checked_rem(n).unwrap_or(0);
         let mut i = self.hand.checked_rem(n).unwrap_or(0);
         for _ in 0..n.saturating_mul(2) {
@@ -294,10 +332,7 @@ impl<P: Platform> ReadCache<P> {
             i = next(i);
         }
         self.hand = next(i);
-        self.unlink(i);
-        let l = self.line as usize;
-        let bytes = self.data.as_mut_slice().get_mut(i.saturating_mul(l)..i.saturating_mul(l).saturating_add(l))?;
-        Some((i, bytes))
+        Some(i)
     }
 
     /// Slot `i` (from [`ReadCache::victim`]) now holds the line at `off` of `seg`.
@@ -343,16 +378,23 @@ impl<P: Platform> ReadCache<P> {
             for i in 0..self.tags.len() {
                 let hit = self.tags.as_slice().get(i).is_some_and(|t| t.seg == seg && t.off < to && t.off.saturating_add(l) > from);
                 if hit {
-                    self.unlink(i);
+                    self.forget(i);
                 }
             }
             return;
         }
         for k in first..=last {
             if let Some(i) = self.slot_of(seg, k.saturating_mul(l)) {
-                self.unlink(i);
+                self.forget(i);
             }
         }
+    }
+
+    /// Empty slot `i` and put it on the free list.
+    fn forget(&mut self, i: usize) {
+        self.unlink(i);
+        // cannot fail: the list's capacity covers every slot, and `i` was not on it (it held a line)
+        let _ = self.free.try_push(i as u32);
     }
 
     /// Forget every line of `seg` (erased).
@@ -361,7 +403,8 @@ impl<P: Platform> ReadCache<P> {
     }
 
     /// Whether the hash index agrees with the tags: every slot holding a line is reached from
-    /// its bucket, once, and the chains hold nothing else (for tests; O(lines^2) at worst).
+    /// its bucket, once, and the chains hold nothing else; the free list holds empty slots only,
+    /// each once (for tests; O(lines^2) at worst).
     pub fn consistent(&self) -> bool {
         let n = self.tags.len();
         let mut reached = 0usize;
@@ -379,7 +422,11 @@ impl<P: Platform> ReadCache<P> {
             }
         }
         let held = self.tags.as_slice().iter().filter(|t| t.seg != NO_SEG).count();
-        reached == held && held == self.used
+        let free = self.free.as_slice();
+        let free_ok = free.iter().all(|&i| self.tags.as_slice().get(i as usize).is_some_and(|t| t.seg == NO_SEG))
+            && free.len() <= n
+            && free.iter().enumerate().all(|(k, i)| !free.get(..k).unwrap_or(&[]).contains(i));
+        reached == held && held == self.used && free_ok
     }
 
     /// Forget everything (the medium may have been changed behind the log's back).
@@ -391,5 +438,9 @@ impl<P: Platform> ReadCache<P> {
             *b = NIL;
         }
         self.used = 0;
+        self.free.truncate(0);
+        for i in (0..self.tags.len()).rev() {
+            let _ = self.free.try_push(i as u32);
+        }
     }
 }

@@ -251,3 +251,34 @@ fn reads_always_match_the_medium_whatever_the_cache_size() {
     assert_eq!(log.rcache.allocated_lines(), 512, "grown to what was read, not to its ceiling");
     assert!(log.rcache.consistent());
 }
+
+/// Lines dropped by an erase leave holes that the next pages fill: nothing still valid is
+/// evicted while a hole is left, and the cache does not grow past what it holds.
+#[test]
+fn holes_left_by_an_erase_are_filled_before_anything_is_evicted() {
+    let pages_per_seg = 64 * 1024 / WU;
+    let mut log = log();
+    log.set_read_cache_bytes(4 << 20);
+    for s in 0..16u32 {
+        for p in 0..pages_per_seg {
+            log.write_fixed(s, p * WU, &page((s + p) as u8)).unwrap();
+            assert_eq!(read(&mut log, s, p * WU, 8), page((s + p) as u8)[..8]);
+        }
+    }
+    assert_eq!(log.rcache.allocated_lines(), 512);
+    // segment 15 erased (32 holes), written and read again
+    log.erase(15).unwrap();
+    for p in 0..pages_per_seg {
+        log.write_fixed(15, p * WU, &page(p as u8 ^ 0x5A)).unwrap();
+        assert_eq!(read(&mut log, 15, p * WU, 8), page(p as u8 ^ 0x5A)[..8]);
+    }
+    assert_eq!(log.rcache.allocated_lines(), 512, "the holes were reused, the cache did not grow");
+    let r0 = log.flash.reads;
+    for s in 0..15u32 {
+        for p in 0..pages_per_seg {
+            assert_eq!(read(&mut log, s, p * WU + 9, 8), page((s + p) as u8)[9..17]);
+        }
+    }
+    assert_eq!(log.flash.reads, r0, "no page of segments 0-14 was evicted");
+    assert!(log.rcache.consistent());
+}
