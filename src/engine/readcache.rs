@@ -13,8 +13,8 @@
 //!
 //! Memory: the mount chooses the size (`MountOptions::read_cache_bytes`; the kernel takes
 //! 1/256 of RAM, from `READ_CACHE_BYTES` to `READ_CACHE_AUTO_MAX`, or `read_cache=`): at most
-//! that many whole lines (one write unit each, at most `MAX_LINES`), plus 20 bytes of tag and
-//! bucket per line. Nothing is allocated until the first read; then the cache doubles from
+//! that many whole lines (one write unit each, at most `MAX_LINES`), plus 24 to 28 bytes of tag,
+//! free-list entry and bucket per line. Nothing is allocated until the first read; then the cache doubles from
 //! `GROW_MIN` lines each time every line is in use, so it holds what the workload touched, not
 //! its ceiling. Allocation is fallible: when growing fails the cache keeps what it has and stops
 //! growing (reads go to the medium as before when it has nothing). A line is found through a
