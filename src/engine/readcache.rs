@@ -372,8 +372,8 @@ impl<P: Platform> ReadCache<P> {
         }
         let l = self.line;
         let first = from / l;
-        let last = (to - 1) / l;
-        if (last - first) as usize >= self.tags.len() {
+        let last = to.saturating_sub(1) / l;
+        if last.saturating_sub(first) as usize >= self.tags.len() {
             // a range wider than the cache (a whole segment): walk the tags
             for i in 0..self.tags.len() {
                 let hit = self.tags.as_slice().get(i).is_some_and(|t| t.seg == seg && t.off < to && t.off.saturating_add(l) > from);
