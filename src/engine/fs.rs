@@ -2,6 +2,7 @@
 //! operation boundaries (`begin_mutation`, `end_op`) and small accessors. The rest of the
 //! engine's methods are in the files of their job (see `mod.rs`).
 
+use crate::engine::readcache::READ_CACHE_BYTES;
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
@@ -485,6 +486,8 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if let Some(bytes) = opts.read_cache_bytes {
             log.set_read_cache_bytes(bytes);
         }
+        // the roll-forward reads each record once: a default-sized cache serves it
+        log.rcache.limit_growth(Some(READ_CACHE_BYTES));
         // superblock
         let mut sb = None;
         let mut page = P::Vec::new();
@@ -581,7 +584,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             return Err((Error::ReadOnly, eng.log.flash));
         }
         match eng.mount_inner() {
-            Ok(()) => Ok(eng),
+            Ok(()) => {
+                eng.log.rcache.limit_growth(None);
+                Ok(eng)
+            }
             Err(e) => Err((e, eng.log.flash)),
         }
     }

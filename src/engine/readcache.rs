@@ -86,6 +86,8 @@ pub struct ReadCache<P: Platform> {
     hand: usize,
     /// Slots holding a line.
     used: usize,
+    /// Lines the cache may grow to for now (`limit_growth`), at most `lines`.
+    grow_limit: usize,
     /// Empty slots (after an invalidation, a growth, a clear), taken before any line is evicted;
     /// its capacity is reserved as the cache grows, so pushing never allocates.
     free: P::Vec<u32>,
@@ -103,12 +105,23 @@ impl<P: Platform> ReadCache<P> {
     pub fn new(line: u32, bytes: usize) -> Self {
         let bytes = bytes.min(READ_CACHE_MAX_BYTES);
         let lines = if line == 0 { 0 } else { (bytes / line as usize).min(MAX_LINES) };
-        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, free: P::Vec::new(), hits: 0, misses: 0, written: 0 }
+        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, grow_limit: usize::MAX, free: P::Vec::new(), hits: 0, misses: 0, written: 0 }
     }
 
     /// Lines the cache may hold (0: off); it allocates them as it fills.
     pub fn capacity_lines(&self) -> usize {
         self.lines
+    }
+
+    /// Grow to at most `bytes` for now (`None`: to the cache's size). The mount's roll-forward
+    /// reads the headers of the records after the checkpoint once each: grown for them, the
+    /// cache took most of a mount after a cut's time in allocating and copying lines nothing
+    /// reads again (rig, after 10 s of writes: 0.105 -> 0.155 s with a 4 MiB cache).
+    pub fn limit_growth(&mut self, bytes: Option<usize>) {
+        self.grow_limit = match bytes {
+            Some(b) => b.checked_div(self.line as usize).unwrap_or(0),
+            None => usize::MAX,
+        };
     }
 
     /// Lines allocated now (the RAM the cache holds: this many write units).
@@ -235,10 +248,11 @@ impl<P: Platform> ReadCache<P> {
     /// leaves a consistent, smaller cache, which then stops growing.
     fn grow(&mut self) {
         let cur = self.tags.len();
-        if cur >= self.lines {
+        let cap = self.lines.min(self.grow_limit);
+        if cur >= cap {
             return;
         }
-        let new = cur.saturating_mul(2).max(GROW_MIN).min(self.lines);
+        let new = cur.saturating_mul(2).max(GROW_MIN).min(cap);
         let l = self.line as usize;
         let nb = new.checked_next_power_of_two().unwrap_or(0);
         if nb == 0 || self.data.try_resize(new.saturating_mul(l), 0).is_err() {

@@ -282,3 +282,53 @@ fn holes_left_by_an_erase_are_filled_before_anything_is_evicted() {
     assert_eq!(log.flash.reads, r0, "no page of segments 0-14 was evicted");
     assert!(log.rcache.consistent());
 }
+
+/// The roll-forward of a mount after a cut reads each record after the checkpoint once: the
+/// cache serves it at its default size (256 KiB), and grows past that only once the mount is
+/// done. Otherwise a large cache took most of the mount's time allocating and copying lines
+/// nothing read again.
+#[test]
+fn the_roll_forward_does_not_grow_the_cache_past_its_default_size() {
+    use ferrofs_engine::readcache::READ_CACHE_BYTES;
+    use ferrofs_engine::MountOptions;
+    let big = MountOptions { read_cache_bytes: Some(4 << 20), ..MountOptions::default() };
+    let f = RamFlash::new_nand(64 * 1024, 256, WU);
+    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
+    let mut fs = Fs::mount(f, big).map_err(|e| e.0).unwrap();
+    let args = CreateArgs { mode: S_IFREG | 0o644, uid: 0, gid: 0, rdev: 0 };
+    fs.commit().unwrap();
+    // hundreds of pages of records after the checkpoint, made durable (fsync), then a cut
+    let mut last = 0;
+    for d in 0..10 {
+        let dir = fs.mkdir(ROOT_INO, format!("d{d}").as_bytes(), 0o755, 0, 0, ts(1)).unwrap().ino;
+        for i in 0..100 {
+            last = fs.create(dir, format!("f{i}").as_bytes(), &args, ts(2)).unwrap().ino;
+            fs.write(last, 0, &[7u8; 1000], ts(3)).unwrap();
+        }
+    }
+    fs.fsync(last).unwrap();
+    // the roll-forward that reads data records by their headers (a log of 2 MiB or more in
+    // the kernel: a page read per header, through the cache)
+    let lazy = MountOptions { lazy_replay_min_log: 1, ..big };
+    let mut fs = Fs::mount(fs.into_flash(), lazy).map_err(|e| e.0).unwrap();
+    assert!(fs.stats().replayed > 1000, "the mount rolled {} records forward", fs.stats().replayed);
+    let (lines, max) = fs.read_cache_lines();
+    assert_eq!(max, 2048);
+    assert!(lines * WU as usize <= READ_CACHE_BYTES, "{lines} lines after the roll-forward");
+    // after the mount the cache grows with what is read
+    for d in 0..10 {
+        let dir = fs.lookup(ROOT_INO, format!("d{d}").as_bytes()).unwrap().ino;
+        fs.readdir(dir, 0, &mut |_, _, _, _| true).unwrap();
+    }
+    for d in 0..10 {
+        let dir = fs.lookup(ROOT_INO, format!("d{d}").as_bytes()).unwrap().ino;
+        for i in 0..100 {
+            let ino = fs.lookup(dir, format!("f{i}").as_bytes()).unwrap().ino;
+            let mut b = [0u8; 10];
+            fs.read(ino, 0, &mut b).unwrap();
+        }
+    }
+    let (grown, _) = fs.read_cache_lines();
+    assert!(grown * WU as usize > READ_CACHE_BYTES, "{grown} lines after reading the tree");
+    assert_consistent(&mut fs);
+}
