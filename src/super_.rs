@@ -375,7 +375,8 @@ fn fill_super(sb: &NewSuperBlock, fc: &FsContext, flash: KFlash) -> Result<c_int
 /// `READ_CACHE_BYTES` (256 KiB) to `READ_CACHE_AUTO_MAX` (4 MiB). The cache keeps recently
 /// read and written metadata pages (directory entries, inodes) so that a readdir or lookup of
 /// what was recently touched reads nothing from the flash; a machine of 64 MiB keeps the
-/// floor, one of 1 GiB or more the ceiling (docs/kernel.md, "Memory").
+/// floor, one of 1 GiB or more the ceiling (docs/kernel.md, mount options; docs/design.md,
+/// "Read cache").
 fn read_cache_bytes(opts: &MountOpts) -> usize {
     match opts.read_cache_kib {
         Some(k) => (k as usize).saturating_mul(1024),
