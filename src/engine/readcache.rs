@@ -84,8 +84,6 @@ pub struct ReadCache<P: Platform> {
     buckets: P::Vec<u32>,
     data: P::Vec<u8>,
     hand: usize,
-    /// Slots holding a line.
-    used: usize,
     /// Lines the cache may grow to for now (`limit_growth`), at most `lines`.
     grow_limit: usize,
     /// Empty slots (after an invalidation, a growth, a clear), taken before any line is evicted;
@@ -105,7 +103,7 @@ impl<P: Platform> ReadCache<P> {
     pub fn new(line: u32, bytes: usize) -> Self {
         let bytes = bytes.min(READ_CACHE_MAX_BYTES);
         let lines = if line == 0 { 0 } else { (bytes / line as usize).min(MAX_LINES) };
-        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, used: 0, grow_limit: usize::MAX, free: P::Vec::new(), hits: 0, misses: 0, written: 0 }
+        ReadCache { line, lines, tags: P::Vec::new(), buckets: P::Vec::new(), data: P::Vec::new(), hand: 0, grow_limit: usize::MAX, free: P::Vec::new(), hits: 0, misses: 0, written: 0 }
     }
 
     /// Lines the cache may hold (0: off); it allocates them as it fills.
@@ -115,8 +113,7 @@ impl<P: Platform> ReadCache<P> {
 
     /// Grow to at most `bytes` for now (`None`: to the cache's size). The mount's roll-forward
     /// reads the headers of the records after the checkpoint once each: grown for them, the
-    /// cache took most of a mount after a cut's time in allocating and copying lines nothing
-    /// reads again (rig, after 10 s of writes: 0.105 -> 0.155 s with a 4 MiB cache).
+    /// cache would allocate and copy up to its full size for lines nothing reads again.
     pub fn limit_growth(&mut self, bytes: Option<usize>) {
         self.grow_limit = match bytes {
             Some(b) => b.checked_div(self.line as usize).unwrap_or(0),
@@ -204,9 +201,6 @@ impl<P: Platform> ReadCache<P> {
             }
         }
         if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
-            if x.seg != NO_SEG {
-                self.used = self.used.saturating_sub(1);
-            }
             *x = Tag::default();
         }
     }
@@ -216,9 +210,6 @@ impl<P: Platform> ReadCache<P> {
         let b = self.bucket(seg, off);
         let Some(head) = self.buckets.as_slice().get(b).copied() else { return };
         if let Some(t) = self.tags.as_mut_slice().get_mut(i) {
-            if t.seg == NO_SEG {
-                self.used = self.used.saturating_add(1);
-            }
             *t = Tag { seg, off, next: head, referenced: false };
             if let Some(h) = self.buckets.as_mut_slice().get_mut(b) {
                 *h = i as u32;
@@ -264,21 +255,16 @@ impl<P: Platform> ReadCache<P> {
                 self.lines = cur;
                 return;
             }
-            // the bucket of a place depends on the bucket count: re-link every line held
+            // the bucket of a place depends on the bucket count: chain every line held again
             for b in self.buckets.as_mut_slice() {
                 *b = NIL;
             }
-            self.used = 0;
             for i in 0..cur {
-                let Some(t) = self.tags.as_slice().get(i).copied() else { break };
-                if t.seg != NO_SEG {
-                    if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
-                        *x = Tag::default();
-                    }
-                    self.link(i, t.seg, t.off);
-                    if let Some(x) = self.tags.as_mut_slice().get_mut(i) {
-                        x.referenced = t.referenced;
-                    }
+                let Some(t) = self.tags.as_slice().get(i).copied().filter(|t| t.seg != NO_SEG) else { continue };
+                let b = self.bucket(t.seg, t.off);
+                if let (Some(h), Some(x)) = (self.buckets.as_mut_slice().get_mut(b), self.tags.as_mut_slice().get_mut(i)) {
+                    x.next = *h;
+                    *h = i as u32;
                 }
             }
         }
@@ -407,7 +393,9 @@ impl<P: Platform> ReadCache<P> {
     /// Empty slot `i` and put it on the free list.
     fn forget(&mut self, i: usize) {
         self.unlink(i);
-        // cannot fail: the list's capacity covers every slot, and `i` was not on it (it held a line)
+        // `i` was not on the list (it held a line), whose capacity was reserved for every slot
+        // as the cache grew; if that reservation failed and so does this push, the empty slot
+        // is still taken by the clock hand, which stops at empty slots
         let _ = self.free.try_push(i as u32);
     }
 
@@ -440,7 +428,7 @@ impl<P: Platform> ReadCache<P> {
         let free_ok = free.iter().all(|&i| self.tags.as_slice().get(i as usize).is_some_and(|t| t.seg == NO_SEG))
             && free.len() <= n
             && free.iter().enumerate().all(|(k, i)| !free.get(..k).unwrap_or(&[]).contains(i));
-        reached == held && held == self.used && free_ok
+        reached == held && free_ok
     }
 
     /// Forget everything (the medium may have been changed behind the log's back).
@@ -451,7 +439,6 @@ impl<P: Platform> ReadCache<P> {
         for b in self.buckets.as_mut_slice() {
             *b = NIL;
         }
-        self.used = 0;
         self.free.truncate(0);
         for i in (0..self.tags.len()).rev() {
             let _ = self.free.try_push(i as u32);

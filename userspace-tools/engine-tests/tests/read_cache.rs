@@ -285,8 +285,7 @@ fn holes_left_by_an_erase_are_filled_before_anything_is_evicted() {
 
 /// The roll-forward of a mount after a cut reads each record after the checkpoint once: the
 /// cache serves it at its default size (256 KiB), and grows past that only once the mount is
-/// done. Otherwise a large cache took most of the mount's time allocating and copying lines
-/// nothing read again.
+/// done (otherwise a large cache would allocate and copy lines nothing reads again).
 #[test]
 fn the_roll_forward_does_not_grow_the_cache_past_its_default_size() {
     use ferrofs_engine::readcache::READ_CACHE_BYTES;
