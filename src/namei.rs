@@ -294,16 +294,35 @@ pub(crate) unsafe extern "C" fn rename(
         if ndir != odir {
             refresh(&mut fs, ndir_i)?;
         }
-        // The source is not locked by the VFS when a directory is renamed inside its parent
-        // (`vfs_rename`), so only what the rename changed is copied: its ctime. Copying all of
-        // its attributes could overwrite those of a chmod or utimes racing with the rename.
-        let a = fs.getattr(old.ino()).map_err(kerr)?;
-        old.set_ctime(a.ctime);
-        if let Some(target) = target {
-            match fs.getattr(target.ino()) {
-                Ok(a) if a.nlink > 0 => target.set_nlink_ctime(a.nlink, a.ctime),
-                _ => target.clear_nlink(),
+        // The engine wrote the renamed inode only if it is a directory that moved (its `..`);
+        // otherwise its new ctime lives in the VFS inode, marked dirty, until `write_inode`
+        // stores it (at write-back, fsync or sync), as UBIFS does: a rename appends its
+        // entries and the directories' inodes only. The source is not locked by the VFS when
+        // a directory is renamed inside its parent (`vfs_rename`), so only the ctime is set
+        // here; `write_inode` copies the attributes under the engine lock, after any chmod or
+        // utimes racing with the rename stored its own.
+        let exchange = flags & crate::engine::RENAME_EXCHANGE != 0;
+        let victim = match target {
+            Some(target) if !exchange => Some((target, fs.getattr(target.ino()))),
+            _ => None,
+        };
+        drop(fs);
+        let moved = |i: &Inode| ndir != odir && i.mode() & bindings::S_IFMT == bindings::S_IFDIR;
+        old.set_ctime(t);
+        if !moved(old) {
+            old.mark_dirty();
+        }
+        match (target, victim) {
+            // an overwritten target lost a link: the engine wrote it
+            (_, Some((target, Ok(a)))) if a.nlink > 0 => target.set_nlink_ctime(a.nlink, a.ctime),
+            (_, Some((target, _))) => target.clear_nlink(),
+            (Some(target), None) => {
+                target.set_ctime(t);
+                if !moved(target) {
+                    target.mark_dirty();
+                }
             }
+            (None, None) => {}
         }
         Ok(0)
     })

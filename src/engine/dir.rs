@@ -347,7 +347,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Rename `oname` in `odir` to `nname` in `ndir`, with `RENAME_NOREPLACE` /
     /// `RENAME_EXCHANGE` semantics. An overwritten target loses a link (and is orphaned if it
-    /// has none left: the caller evicts it).
+    /// has none left: the caller evicts it); the directories get `now` as mtime and ctime.
+    /// The renamed inode (both, for an exchange) is written only when it is a directory that
+    /// moved to another parent (its `..`, with `now` as ctime): otherwise nothing of it
+    /// changed on the medium, and its ctime is the caller's to set and store with its other
+    /// timestamps ([`Engine::setattr`]; the kernel marks the VFS inode dirty and
+    /// `write_inode` stores it, as UBIFS does). A rename then appends its two entries and
+    /// the directory inodes only: 283 bytes in place of 420 (`ferrofs-simbench --meta`).
     #[allow(clippy::too_many_arguments)]
     pub fn rename(&mut self, odir: u64, oname: &[u8], ndir: u64, nname: &[u8], flags: u32, now: Timespec) -> Result<()> {
         let r = self.rename_op(odir, oname, ndir, nname, flags, now);
@@ -405,10 +411,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                     od.nlink = od.nlink.saturating_add(1);
                 }
             }
-            s.ctime = now;
-            t.ctime = now;
-            self.write_inode(&s, FLAG_CONT)?;
-            self.write_inode(&t, FLAG_CONT)?;
+            // Only a directory that moved changed on the medium (its parent); the ctimes the
+            // caller keeps (see `rename`'s documentation).
+            if s.is_dir() && ndir != odir {
+                s.ctime = now;
+                self.write_inode(&s, FLAG_CONT)?;
+            }
+            if t.is_dir() && ndir != odir {
+                t.ctime = now;
+                self.write_inode(&t, FLAG_CONT)?;
+            }
             od.mtime = now;
             od.ctime = now;
             if ndir != odir {
@@ -439,11 +451,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // the new entry first: a failure between the two leaves the inode reachable
         self.write_dent(ndir, nkey, s.ino, dtype_of(s.mode), nname, FLAG_CONT)?;
         self.del_key(Key::new(odir, kind::DENT, src.key), FLAG_CONT)?;
-        s.ctime = now;
         if s.is_dir() && ndir != odir {
+            s.ctime = now;
             s.parent = ndir;
+            self.write_inode(&s, FLAG_CONT)?;
         }
-        self.write_inode(&s, FLAG_CONT)?;
         if let Some(mut t) = victim {
             if t.is_dir() {
                 t.nlink = 0;

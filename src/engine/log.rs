@@ -107,6 +107,17 @@ impl<P: Platform> ScanWindow<P> {
     }
 }
 
+impl<P: Platform> ScanWindow<P> {
+    /// `[off, off + len)` of `seg`, if the window holds all of it.
+    fn holding(&self, seg: u32, off: u32, len: usize) -> Option<&[u8]> {
+        if self.seg != seg || off < self.start {
+            return None;
+        }
+        let from = (off - self.start) as usize;
+        self.buf.as_slice().get(from..from.checked_add(len)?)
+    }
+}
+
 impl<P: Platform> Default for ScanWindow<P> {
     fn default() -> Self {
         Self::new()
@@ -1615,25 +1626,41 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// the record at `off` of `seg` (sequence `seg_seq`) when it reads back, decodes and is
     /// a DATA record of a whole block that fits the segment; its location and header, the
     /// payload and the CRC unchecked. `None` for anything else (the caller scans it in full).
-    /// One small read (through the read cache: consecutive headers share no page, a record
-    /// being longer than a page).
-    pub fn scan_data_header(&mut self, seg: u32, off: u32, seg_seq: u64) -> Result<Option<(RecHdr, Loc)>> {
+    /// From the head's scan window `win` when it holds the header, else one small read
+    /// (through the read cache: consecutive headers share no page, a record being longer than
+    /// a page).
+    pub fn scan_data_header(&mut self, seg: u32, off: u32, seg_seq: u64, win: &ScanWindow<P>) -> Result<Option<(RecHdr, Loc)>> {
         let start = Self::align_pos(self.wu(), off);
         let mut hb = [0u8; REC_HDR];
         if u64::from(start) + REC_HDR as u64 > u64::from(self.geo.segment_size) {
             return Ok(None);
         }
+        // the head's scan window may hold it (the first data record after a segment's header
+        // is read whole, and the window's last read ran past it)
+        if let Some(b) = win.holding(seg, start, REC_HDR) {
+            hb.copy_from_slice(b);
+            return Ok(self.data_header_at(&hb, seg, start, seg_seq));
+        }
+        // Through the read cache, a page: reading the header's bytes alone (a sub-page read
+        // on NAND with soft ECC) cost more on the rig's nandsim, which charges a page's access
+        // and transfer for every read command and takes two for a sub-page read (a mount
+        // after a cut: 173 us per read against 124, docs/design.md "Records taken on trust").
         match self.read_bytes_as(seg, start, &mut hb, false) {
             Ok(()) => {}
             Err(Error::Corrupt) => return Ok(None),
             Err(e) => return Err(e),
         }
-        let Ok(h) = RecHdr::decode(&hb) else { return Ok(None) };
+        Ok(self.data_header_at(&hb, seg, start, seg_seq))
+    }
+
+    /// `hb` (read at `start` of `seg`) as `scan_data_header` takes it.
+    fn data_header_at(&self, hb: &[u8; REC_HDR], seg: u32, start: u32, seg_seq: u64) -> Option<(RecHdr, Loc)> {
+        let h = RecHdr::decode(hb).ok()?;
         let total = u64::from(h.len) + REC_HDR as u64;
         if h.rtype != rtype::DATA || h.seg_seq != seg_seq || h.len != BLOCK_SIZE || u64::from(start) + total > u64::from(self.geo.segment_size) {
-            return Ok(None);
+            return None;
         }
-        Ok(Some((h, Loc { seg, off: start, len: total as u32 })))
+        Some((h, Loc { seg, off: start, len: total as u32 }))
     }
 
     /// Whether the record at `loc` reads back whole and valid, read one write unit at a time
@@ -1717,12 +1744,30 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if let Some(sh) = self.shadow.as_ref().filter(|sh| sh.seg == seg && !sh.buf.is_empty()) {
             stop = stop.min(u64::from(sh.start));
         }
+        // What the window holds from `start` on is kept, and only what follows it is read: a
+        // record running past the window's end (the first data record after a segment
+        // header, a record after a run read by headers) costs the pages it lacks, not a
+        // second read of those it has.
+        let kept = if w.seg == seg && start >= w.start && u64::from(start) < have && have < stop {
+            let from = start.saturating_sub(w.start) as usize;
+            let n = w.buf.len().saturating_sub(from);
+            w.buf.as_mut_slice().copy_within(from.., 0);
+            w.buf.truncate(n);
+            n
+        } else {
+            0
+        };
         w.seg = NO_SEG;
         if stop < end || w.buf.try_resize(stop.saturating_sub(u64::from(start)) as usize, 0).is_err() {
             w.buf.clear();
             return false;
         }
-        match self.flash.read(seg, start, w.buf.as_mut_slice()) {
+        let at = start.saturating_add(kept as u32);
+        let r = match w.buf.as_mut_slice().get_mut(kept..) {
+            Some(rest) => self.flash.read(seg, at, rest),
+            None => Err(crate::engine::flash::FlashError::Io),
+        };
+        match r {
             Ok(st) => {
                 if st == ReadStatus::Corrected {
                     self.faults.corrected_reads = self.faults.corrected_reads.saturating_add(1);

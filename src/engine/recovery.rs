@@ -525,7 +525,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let (seg, seg_seq) = *chains.get(st.idx).ok_or(Error::Corrupt)?;
             if lazy && st.after_data {
                 // after a data record, most likely another: its header alone (see `replay`)
-                if let Some((h, loc)) = self.log.scan_data_header(seg, st.off, seg_seq)? {
+                if let Some((h, loc)) = self.log.scan_data_header(seg, st.off, seg_seq, win)? {
                     if h.seq >= min_seq {
                         st.off = loc.off.saturating_add(loc.len);
                         st.peeked = Some(Peek { h, loc, range: None, lazy: true, chained: false });
