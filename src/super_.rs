@@ -390,7 +390,7 @@ fn mount_engine(flash: KFlash, read_only: bool, read_cache: usize, name: DevName
     let kind = flash.geometry().kind;
     let mlc = kind == FlashKind::MlcNand;
     flash.check_writeable(read_only)?;
-    // the replay window comes from the medium (8 MiB on a block device, 3 MiB on raw flash:
+    // the replay window comes from the medium (8 MiB on a block device, 2.5 MiB on raw flash:
     // `engine::fs::default_checkpoint_log_bytes`, docs/kernel.md)
     let mopts = MountOptions { read_only, read_cache_bytes: Some(read_cache), ..MountOptions::default() };
     let fs = match Engine::mount(flash, mopts) {

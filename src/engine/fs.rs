@@ -87,15 +87,17 @@ pub struct MountOptions {
     pub read_cache_bytes: Option<usize>,
 }
 
-/// Default `MountOptions::checkpoint_log_bytes`: 3 MiB. A mount after a power cut reads the
+/// Default `MountOptions::checkpoint_log_bytes`: 2.5 MiB. A mount after a power cut reads the
 /// log since the last checkpoint once: the records in full, data records but their headers
-/// where the log proves them durable (`Engine::replay`), about 1 200 page reads for 3 MiB of
-/// 4 KiB writes on the rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound
-/// shortens that but costs write amplification: with 2 MiB simbench's 4 KiB overwrites at
-/// 80 % fill went from WA 2.42 to 2.61 (80/20) and 2.62 to 2.90 (uniform), the extra
-/// checkpoints rewriting dirty index nodes sooner; 3 MiB and 4 MiB give the same figures
-/// (there the dirty-node limit sets the checkpoints): docs/design.md, "Reading the log at mount".
-pub const CHECKPOINT_LOG_BYTES: u64 = 3 << 20;
+/// where the log proves them durable (`Engine::replay`), about a page read per 4 KiB data
+/// record on the rig's nandsim (25 us + 2 KiB x 25 ns per 2 KiB page). A smaller bound
+/// shortens that but costs write amplification (the extra checkpoints rewrite dirty index
+/// nodes sooner): simbench's 4 KiB overwrites at 80 % fill give WA 2.51 / 2.33 (uniform /
+/// 80-20) with 3 MiB, 2.59 / 2.42 with 2.5 MiB (95 %: 4.66 / 4.23 and 4.67 / 4.21), while a cut
+/// just before the bound costs the rig's mount up to clean + 0.104 s with 3 MiB and at most
+/// clean + 0.094 s in four runs with 2.5 MiB (issue 12's bound: clean + 0.1 s): docs/design.md,
+/// "Reading the log at mount".
+pub const CHECKPOINT_LOG_BYTES: u64 = 5 << 19;
 
 /// Default `MountOptions::checkpoint_log_bytes` on a block device: 8 MiB. There every checkpoint
 /// costs a device flush and, on a cheap FTL, a rewrite of the erase blocks it interrupts (the

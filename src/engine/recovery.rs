@@ -17,8 +17,11 @@ use crate::engine::segtab::SegTable;
 /// Segments after the checkpoint (in bytes) from which the roll-forward reads data records by
 /// their headers alone (`Engine::replay`). Below it the log is read whole: measured with
 /// `ferrofs-simbench --mount-scale`, a 1 MiB log cut after a few unsynced files read 912 pages
-/// that way against 789 whole, a 3 MiB one 1 565 against 1 994.
-pub const LAZY_REPLAY_MIN_LOG: u64 = 2 << 20;
+/// that way against 789 whole, a 3 MiB one 1 565 against 1 994. In the rig a record read by its
+/// header cost about 110 us of the mount after a cut and one read whole 180 us (2.5 MiB window,
+/// 661-790 records by headers, 532 whole), so 1 MiB, where the two are even, not 2 MiB: the
+/// longest log read whole was the slowest mount after a cut.
+pub const LAZY_REPLAY_MIN_LOG: u64 = 1 << 20;
 
 /// The mount could not load the newest checkpoint (a bad page in its blob, its segment table,
 /// its index root, or a read error in its roll-forward) and mounted an older one: what was

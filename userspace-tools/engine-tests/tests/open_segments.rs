@@ -583,7 +583,7 @@ fn the_replay_window_is_chosen_from_the_medium() {
     assert_eq!(fs.checkpoint_log_bytes(), 1 << 20);
     let nand = ferrofs_engine_tests::fresh(128 * 1024, 64, 2048);
     assert_eq!(nand.checkpoint_log_bytes(), CHECKPOINT_LOG_BYTES);
-    assert_eq!(CHECKPOINT_LOG_BYTES, 3 << 20);
+    assert_eq!(CHECKPOINT_LOG_BYTES, 5 << 19);
 }
 
 /// The periodic commit (`Engine::commit`, the kernel's `commit=` tick): on a block device it
