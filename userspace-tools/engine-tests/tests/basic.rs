@@ -371,3 +371,55 @@ fn mlc_nand_is_refused() {
     let mut fs = Fs::mount(f, Default::default()).map_err(|e| e.0).unwrap();
     assert_consistent(&mut fs);
 }
+
+/// A rename writes the renamed inode only when it is a directory moved to another parent (its
+/// `parent`, with the rename's time as ctime): otherwise nothing of it changes on the medium
+/// and its ctime is the caller's to store (the kernel's `write_inode`, as UBIFS does). The
+/// directories' inodes are written every time, and a moved directory's `..` survives a remount.
+#[test]
+fn rename_writes_the_renamed_inode_only_for_a_directory_changing_parent() {
+    const INODE_RECORD: u64 = 136;
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let a = fs.mkdir(ROOT_INO, b"a", 0o755, 0, 0, ts(1)).unwrap().ino;
+    let b = fs.mkdir(ROOT_INO, b"b", 0o755, 0, 0, ts(1)).unwrap().ino;
+    let f = fs.create(a, b"f", &reg(0o644), ts(2)).unwrap().ino;
+    let d = fs.mkdir(a, b"d", 0o755, 0, 0, ts(2)).unwrap().ino;
+    let inode_bytes = |fs: &Fs| fs.stats().inode_bytes;
+    let step = |fs: &mut Fs, odir: u64, o: &[u8], ndir: u64, n: &[u8], flags: u32, t: i64| -> u64 {
+        let i0 = inode_bytes(fs);
+        fs.rename(odir, o, ndir, n, flags, ts(t)).unwrap();
+        (inode_bytes(fs) - i0) / INODE_RECORD
+    };
+    // a file in its directory, then to another: the directories' inodes only
+    assert_eq!(step(&mut fs, a, b"f", a, b"g", 0, 3), 1);
+    assert_eq!(step(&mut fs, a, b"g", b, b"g", 0, 4), 2);
+    assert_eq!(fs.getattr(f).unwrap().ctime, ts(2), "the engine leaves the file's ctime to the caller");
+    // a directory in its directory: its inode is not written; to another: it is (its parent)
+    assert_eq!(step(&mut fs, a, b"d", a, b"e", 0, 5), 1);
+    assert_eq!(fs.getattr(d).unwrap().ctime, ts(2));
+    assert_eq!(step(&mut fs, a, b"e", b, b"e", 0, 6), 3);
+    let di = fs.getattr(d).unwrap();
+    assert_eq!((di.parent, di.ctime), (b, ts(6)));
+    assert_eq!(fs.getattr(a).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(b).unwrap().nlink, 3);
+    // an exchange of a file and a directory in one directory writes neither; across
+    // directories only the directory that moved
+    assert_eq!(step(&mut fs, b, b"g", b, b"e", RENAME_EXCHANGE, 7), 1);
+    assert_eq!(fs.lookup(b, b"g").unwrap().ino, d);
+    let h = fs.create(a, b"h", &reg(0o644), ts(8)).unwrap().ino;
+    assert_eq!(step(&mut fs, a, b"h", b, b"g", RENAME_EXCHANGE, 9), 3);
+    assert_eq!(fs.getattr(d).unwrap().parent, a);
+    assert_eq!(fs.lookup(b, b"g").unwrap().ino, h);
+    assert_eq!((fs.getattr(a).unwrap().nlink, fs.getattr(b).unwrap().nlink), (3, 2));
+    // the caller's ctime goes through setattr, as the kernel's write_inode stores it
+    let sa = SetAttr { ctime: Some(ts(9)), ..SetAttr::default() };
+    fs.setattr(h, &sa, ts(9)).unwrap();
+    assert_consistent(&mut fs);
+    let mut fs = remount(fs);
+    assert_eq!(fs.lookup(a, b"h").unwrap().ino, d);
+    assert_eq!(fs.getattr(d).unwrap().parent, a);
+    assert_eq!(fs.getattr(h).unwrap().ctime, ts(9));
+    assert_eq!(fs.getattr(f).unwrap().ctime, ts(2));
+    assert_eq!(list(&mut fs, b).iter().map(|e| e.0.clone()).collect::<Vec<_>>(), vec![b".".to_vec(), b"..".to_vec(), b"e".to_vec(), b"g".to_vec()]);
+    assert_consistent(&mut fs);
+}
