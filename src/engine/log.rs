@@ -1696,12 +1696,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
     fn read_scanned(&mut self, seg: u32, off: u32, out: &mut [u8], win: Option<&mut ScanWindow<P>>) -> Result<()> {
         if let Some(w) = win {
             if self.window_fill(w, seg, off, out.len()) {
-                let from = off.saturating_sub(w.start) as usize;
-                if let Some(src) = w.buf.as_slice().get(from..from.saturating_add(out.len())) {
-                    if src.len() == out.len() {
-                        out.copy_from_slice(src);
-                        return Ok(());
-                    }
+                if let Some(src) = w.holding(seg, off, out.len()) {
+                    out.copy_from_slice(src);
+                    return Ok(());
                 }
             }
         }
@@ -1717,7 +1714,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
     fn window_fill(&mut self, w: &mut ScanWindow<P>, seg: u32, off: u32, len: usize) -> bool {
         let end = u64::from(off).saturating_add(len as u64);
         let have = u64::from(w.start).saturating_add(w.buf.len() as u64);
-        if w.seg == seg && off >= w.start && end <= have {
+        if w.holding(seg, off, len).is_some() {
             return true;
         }
         if w.failed.is_some_and(|(s, until)| s == seg && end <= u64::from(until)) {

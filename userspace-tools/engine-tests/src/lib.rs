@@ -45,8 +45,6 @@ pub struct RamFlash {
     pub tear: bool,
     /// Number of read operations so far.
     pub reads: u64,
-    /// Bytes those reads asked for.
-    pub read_bytes: u64,
     /// When set, every read is recorded here: (segment, offset, length).
     pub read_log: Option<Vec<(u32, u32, usize)>>,
     /// The last read: (segment, offset, length).
@@ -96,7 +94,6 @@ impl RamFlash {
             writes: 0,
             tear: true,
             reads: 0,
-            read_bytes: 0,
             read_log: None,
             last_read: (0, 0, 0),
             fail_read_in: None,
@@ -243,7 +240,6 @@ impl Flash for RamFlash {
         }
         let r = self.range(seg, offset, buf.len())?;
         self.reads += 1;
-        self.read_bytes += buf.len() as u64;
         if let Some(l) = self.read_log.as_mut() {
             l.push((seg, offset, buf.len()));
         }
