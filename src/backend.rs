@@ -53,7 +53,7 @@ impl KFlash {
     /// Requests to the MTD device and the time in them (zero on a block device).
     pub(crate) fn mtd_times(&self) -> crate::mtd::MtdTimes {
         match self {
-            KFlash::Mtd(m) => m.times,
+            KFlash::Mtd(m) => m.times(),
             KFlash::Blk(_) => crate::mtd::MtdTimes::default(),
         }
     }
@@ -100,6 +100,34 @@ impl Flash for KFlash {
         match self {
             KFlash::Mtd(m) => m.write(seg, offset, buf),
             KFlash::Blk(b) => b.write(seg, offset, buf),
+        }
+    }
+
+    fn write_behind(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.write_behind(seg, offset, buf),
+            // the block backend queues within the engine call already (`complete`)
+            KFlash::Blk(b) => b.write(seg, offset, buf),
+        }
+    }
+
+    fn settle(&mut self) -> Result<(), FlashError> {
+        match self {
+            KFlash::Mtd(m) => m.settle(),
+            KFlash::Blk(_) => Ok(()),
+        }
+    }
+
+    fn failed_behind(&mut self) -> Option<(u32, u32, u32)> {
+        match self {
+            KFlash::Mtd(m) => m.failed_behind(),
+            KFlash::Blk(_) => None,
+        }
+    }
+
+    fn forget_failed(&mut self, seg: u32) {
+        if let KFlash::Mtd(m) = self {
+            m.forget_failed(seg);
         }
     }
 

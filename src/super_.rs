@@ -325,7 +325,7 @@ pub(crate) unsafe extern "C" fn fill_super_mtd(sb: *mut bindings::super_block, f
     // ferrofs context it serves, for the call.
     let (sb, fc) = unsafe { (NewSuperBlock::from_raw(sb), FsContext::from_raw(fc)) };
     from_result(|| {
-        let flash = MtdFlash::new(sb.mtd().ok_or(EINVAL)?)?;
+        let flash = MtdFlash::new(sb.mtd().ok_or(EINVAL)?, sb.mtd().ok_or(EINVAL)?)?;
         fill_super(sb, fc, KFlash::Mtd(flash))
     })
 }

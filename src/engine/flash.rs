@@ -231,6 +231,35 @@ pub trait Flash {
     /// in the segment. On a block device the write must follow the previous write in the segment.
     fn write(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError>;
 
+    /// Program `buf` like [`Flash::write`], possibly later (write-behind): the call may return
+    /// once the bytes are queued, and the program is made in the order of the calls, before any
+    /// later `write`, `erase`, `mark_bad` or `flush` (those wait for the queue first, a power
+    /// cut loses a suffix of it, as if it came earlier). Until the program is made, `read`
+    /// returns the queued bytes. A failed program is not returned here but kept with every
+    /// later queued program of its segment (none of them is made) for
+    /// [`Flash::failed_behind`]; a `write` or `write_behind` to that segment fails with
+    /// `WriteFailed` (nothing queued) until [`Flash::forget_failed`]. An error that says nothing about the medium (`Io`) is returned
+    /// by the next call. The default programs at once.
+    fn write_behind(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
+        self.write(seg, offset, buf)
+    }
+
+    /// Wait until every write-behind program is made or has failed (an `Io` error of one is
+    /// returned).
+    fn settle(&mut self) -> Result<(), FlashError> {
+        Ok(())
+    }
+
+    /// The oldest write-behind program that failed, if any: its segment, and the range of that
+    /// segment (offset, length) its queued programs covered from it on, which `read` returns
+    /// until [`Flash::forget_failed`].
+    fn failed_behind(&mut self) -> Option<(u32, u32, u32)> {
+        None
+    }
+
+    /// Drop the failed write-behind programs of segment `seg` (the caller took their bytes).
+    fn forget_failed(&mut self, _seg: u32) {}
+
     /// Erase segment `seg` (NAND/NOR erase; discard on a block device).
     fn erase(&mut self, seg: u32) -> Result<(), FlashError>;
 

@@ -582,12 +582,20 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// Program `buf` at `off` of `seg`. `Ok(false)`: the program failed and the segment must be
     /// retired (the caller keeps the data in RAM). Other errors stop the engine (fail-stop).
     fn program(&mut self, seg: u32, off: u32, buf: &[u8]) -> Result<bool> {
+        self.program_as(seg, off, buf, false)
+    }
+
+    /// [`Log::program`]; `behind`: through [`Flash::write_behind`] (not on MLC NAND, whose
+    /// pair padding is planned against programs already made), a failure of which shows later
+    /// ([`Log::reconcile`]).
+    fn program_as(&mut self, seg: u32, off: u32, buf: &[u8], behind: bool) -> Result<bool> {
         if self.failed {
             return Err(Error::ReadOnly);
         }
         self.open_check(seg, off, buf.len())?;
         self.rcache.invalidate(seg, off, off.saturating_add(buf.len() as u32));
-        match self.flash.write(seg, off, buf) {
+        let r = if behind && self.pairing.is_none() { self.flash.write_behind(seg, off, buf) } else { self.flash.write(seg, off, buf) };
+        match r {
             Ok(()) => {
                 self.stats.programmed_bytes = self.stats.programmed_bytes.saturating_add(buf.len() as u64);
                 self.note_written(seg, off, buf.len());
@@ -612,6 +620,53 @@ impl<P: Platform, F: Flash> Log<P, F> {
         }
     }
 
+    /// Take back the records of write-behind programs that failed ([`Flash::failed_behind`]):
+    /// the head still writing that segment goes ghost with them in front of its buffer, as if
+    /// the program had failed when it was made (the segment is scrubbed and retired, the
+    /// records relocated by the next checkpoint, `Engine::relocate_failed`). Every location
+    /// stays right: the records keep their places, read from the buffer until relocated.
+    /// A failure that no head can take (its segment left behind, a gap before the buffer)
+    /// stops the engine: those records are in RAM only.
+    pub fn reconcile(&mut self) -> Result<()> {
+        while let Some((seg, off, len)) = self.flash.failed_behind() {
+            let h = self.heads.iter().position(|hd| hd.seg == seg && seg != NO_SEG);
+            let fits = h.and_then(|h| self.heads.get(h)).is_some_and(|hd| off.checked_add(len) == Some(hd.buf_start));
+            let Some(h) = h.filter(|_| fits) else {
+                self.flash.forget_failed(seg);
+                self.stop(Error::Io);
+                return Err(Error::Io);
+            };
+            let mut bytes: P::Vec<u8> = P::Vec::new();
+            bytes.try_resize(len as usize, 0)?;
+            if self.flash.read(seg, off, bytes.as_mut_slice()).is_err() {
+                self.flash.forget_failed(seg);
+                self.stop(Error::Io);
+                return Err(Error::Io);
+            }
+            bytes.try_extend_from_slice(self.heads.get(h).ok_or(Error::Invalid)?.buf.as_slice())?;
+            self.flash.forget_failed(seg);
+            let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
+            hd.buf = bytes;
+            hd.buf_start = off;
+            hd.ghost = true;
+            self.faults.program_failures = self.faults.program_failures.saturating_add(1);
+            if let Ok(mut s) = self.seg_mut(seg) {
+                s.flags |= SEG_SCRUB | SEG_RETIRE;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for the write-behind programs, then [`Log::reconcile`]. An `Io` error of one
+    /// stops the engine.
+    pub fn settle(&mut self) -> Result<()> {
+        if let Err(e) = self.flash.settle() {
+            self.stop(e.into());
+            return Err(e.into());
+        }
+        self.reconcile()
+    }
+
     /// Whether a head is in ghost mode or a shadow awaits relocation.
     pub fn has_failed_seg(&self) -> bool {
         self.shadow.is_some() || self.heads.iter().any(|h| h.ghost)
@@ -619,6 +674,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Move ghost head `h`'s records into the shadow and detach the head from its segment.
     pub fn ghost_to_shadow(&mut self, h: usize) -> Result<()> {
+        // failed write-behind programs of the segment join the buffer before the head leaves
+        self.settle()?;
         let (seg, start, next) = {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;
             (hd.seg, hd.buf_start, hd.next)
@@ -773,6 +830,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Close head `h`'s segment (flush, mark full).
     fn close_segment(&mut self, h: usize) -> Result<()> {
+        // a failed write-behind program there is taken back while the head still holds it
+        self.settle()?;
         if self.heads.get(h).ok_or(Error::Invalid)?.ghost {
             // keep the reserved successor: the head continues there
             let next = self.heads.get(h).ok_or(Error::Invalid)?.next;
@@ -836,6 +895,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 (hd.seg, hd.buf.len() >= chunk)
             };
             if full {
+                // a write-behind program that failed since makes this head (or another) ghost
+                self.reconcile()?;
+                if self.heads.get(h).ok_or(Error::Invalid)?.ghost {
+                    continue;
+                }
                 let hot = self.phys_head(crate::engine::format::HEAD_HOT);
                 if h == self.phys_head(crate::engine::format::HEAD_META) && hot != h {
                     // ordering: file data reaches the medium before the metadata that refers to it
@@ -843,7 +907,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 }
                 let start = self.heads.get(h).ok_or(Error::Invalid)?.buf_start;
                 let buf = core::mem::replace(&mut self.heads.get_mut(h).ok_or(Error::Invalid)?.buf, P::Vec::new());
-                let r = self.program(seg, start, buf.as_slice());
+                // a full chunk: programmed off the call where the medium allows (write-behind)
+                let r = self.program_as(seg, start, buf.as_slice(), true);
                 if matches!(r, Ok(true)) && h == self.phys_head(crate::engine::format::HEAD_META) {
                     self.rcache.keep_written(seg, start, buf.as_slice());
                 }
@@ -1353,6 +1418,8 @@ impl<P: Platform, F: Flash> Log<P, F> {
     /// durable record that no longer reads back) from a crash (records that never reached the
     /// medium). A failed device flush stops the engine, so no later record can vouch for it.
     pub fn flush_all(&mut self) -> Result<()> {
+        // every write-behind program made (a failed one turns its head ghost: no marker)
+        self.settle()?;
         let logical = [crate::engine::format::HEAD_HOT, crate::engine::format::HEAD_COLD, crate::engine::format::HEAD_META];
         // the heads that write them, each once, in that order (merged heads flush once)
         let mut order = [usize::MAX; NUM_HEADS];

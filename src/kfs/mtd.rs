@@ -25,6 +25,10 @@ pub(crate) struct MtdDev {
 // SAFETY: the device stays referenced (by the superblock) for as long as the value lives, and
 // MTD operations may be called from any thread (MTD drivers lock internally).
 unsafe impl Send for MtdDev {}
+// SAFETY: every method takes `&self` and calls an MTD operation, which drivers serialise
+// internally (the NAND core's chip lock), so two threads may share one device: the engine's
+// reads and the write-behind thread's programs (`src/mtd.rs`).
+unsafe impl Sync for MtdDev {}
 
 impl MtdDev {
     /// # Safety

@@ -179,3 +179,73 @@ unsafe extern "C" fn thread_trampoline<T: SbThread>(data: *mut c_void) -> c_int 
     T::run(sb, &KthreadCtx { _task_local: PhantomData });
     0
 }
+
+/// The body of a worker thread ([`WorkerThread`]): runs on the thread with the data the
+/// thread was started with.
+pub(crate) trait Worker: Send + Sync {
+    /// Runs until it returns, which it may do only once `t.sleep` returned false (the thread
+    /// was asked to stop): `kthread_stop` needs the thread alive until then.
+    fn run(&self, t: &KthreadCtx);
+}
+
+/// A kernel thread running `T::run` on data it shares with its owner; stopped (and waited
+/// for) when dropped.
+///
+/// # Invariants
+///
+/// `task` is a kthread created by `start` that runs `T::run(&*data)`, and only returns once
+/// asked to stop; it is stopped by `drop` before `data` is released, so its borrow of `data`
+/// never outlives it.
+pub(crate) struct WorkerThread<T: Worker> {
+    task: *mut bindings::task_struct,
+    data: kernel::sync::Arc<T>,
+}
+
+// SAFETY: the task pointer is only used by `drop` (`kthread_stop` may be called from any
+// thread), and the shared data is `Send + Sync`.
+unsafe impl<T: Worker> Send for WorkerThread<T> {}
+// SAFETY: `&WorkerThread` gives only `&T`, which is `Sync`.
+unsafe impl<T: Worker> Sync for WorkerThread<T> {}
+
+impl<T: Worker> WorkerThread<T> {
+    /// Start `T::run(&data)` on a kernel thread named `ferrofs/NAME` (not freezable: it only
+    /// makes requests its owner already queued, and its owner waits for them).
+    pub(crate) fn start(data: kernel::sync::Arc<T>, name: &CStr) -> Result<Self> {
+        let p: *const T = &*data;
+        // SAFETY: the trampoline runs `T::run` on `*p` until `kthread_stop`; `data` (kept in
+        // the result, whose `drop` stops the thread first) keeps `*p` alive that long; the
+        // format is a plain "%s" and `name` is NUL-terminated.
+        let task = unsafe {
+            bindings::kthread_create_on_node(Some(worker_trampoline::<T>), p.cast_mut().cast(), -1, c_str!("ferrofs/%s").as_char_ptr(), name.as_char_ptr())
+        };
+        let task = kernel::error::from_err_ptr(task)?;
+        // SAFETY: `task` is a freshly created kthread that has not run yet.
+        unsafe { bindings::wake_up_process(task) };
+        Ok(WorkerThread { task, data })
+    }
+
+    /// The data shared with the thread.
+    pub(crate) fn data(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T: Worker> Drop for WorkerThread<T> {
+    fn drop(&mut self) {
+        // SAFETY: `task` is our kthread (type invariant), which only returns once asked to stop;
+        // `data` is released only after this returns (fields drop after `drop`).
+        unsafe { bindings::kthread_stop(self.task) };
+    }
+}
+
+/// The thread function of `WorkerThread::start`.
+///
+/// # Safety
+///
+/// `data` points to a `T` that outlives the thread (see `WorkerThread`).
+unsafe extern "C" fn worker_trampoline<T: Worker>(data: *mut c_void) -> c_int {
+    // SAFETY: per the contract.
+    let d = unsafe { &*data.cast::<T>().cast_const() };
+    d.run(&KthreadCtx { _task_local: PhantomData });
+    0
+}
