@@ -12,6 +12,8 @@
 //! - [`image`]: save/load of a simulator to a self-describing image file, and [`ImageFlash`]
 //!   over a plain raw image (a `nanddump` without OOB, or a block image).
 //! - [`device`]: [`MtdDevice`] over `/dev/mtdN` and [`BlockDevice`] over a block device or file.
+//! - [`WriteBehind`]: a write-behind queue ([`Flash::write_behind`]) over any of them, made at
+//!   seeded random points, as the kernel's MTD backend makes it with a thread.
 //! - [`Counters`]: operation counters and write-amplification helpers for benchmarks.
 //!
 //! All simulated randomness comes from a seeded SplitMix64, so every run is reproducible.
@@ -60,6 +62,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod behind;
 pub mod block;
 pub mod cache;
 pub mod counters;
@@ -70,6 +73,7 @@ pub mod nand;
 pub mod power;
 pub mod rng;
 
+pub use behind::{BehindConfig, BehindStats, WriteBehind};
 pub use block::{BlockConfig, BlockSim, DiscardMode};
 pub use cache::{CacheLoss, WriteCache};
 pub use counters::Counters;
