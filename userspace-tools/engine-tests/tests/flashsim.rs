@@ -4,10 +4,9 @@
 
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{CreateArgs, Engine, Error, Flash, MountOptions, ROOT_INO};
-use ferrofs_engine_tests::crashload::*;
-use ferrofs_engine_tests::snapshot::snapshot;
-use ferrofs_engine_tests::{mkfs, ts, Rng};
+use ferrofs_engine::{CreateArgs, Engine, Error, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::simcut::{check_files, enumerate_cuts, prepare, random_overwrites, Sim};
+use ferrofs_engine_tests::{ts, Rng};
 use ferrofs_flashsim::{BlockConfig, BlockSim, CutEffect, CutPlan, DiscardMode, NandConfig, NandSim, TornFill};
 
 type E<F> = Engine<StdPlatform, F>;
@@ -16,111 +15,8 @@ fn opts() -> MountOptions {
     MountOptions { cache_nodes: 24, ..Default::default() }
 }
 
-trait Sim: Flash + Clone {
-    fn cut(&mut self, n: u64, plan: CutPlan);
-    fn reboot_sim(&mut self);
-    fn ops(&self) -> u64;
-    fn powered(&self) -> bool;
-}
-
-impl Sim for NandSim {
-    fn cut(&mut self, n: u64, plan: CutPlan) {
-        self.cut_after_with(n, plan);
-    }
-    fn reboot_sim(&mut self) {
-        self.reboot();
-    }
-    fn ops(&self) -> u64 {
-        self.ops_since_power_on()
-    }
-    fn powered(&self) -> bool {
-        self.is_powered()
-    }
-}
-
-impl Sim for BlockSim {
-    fn cut(&mut self, n: u64, plan: CutPlan) {
-        self.cut_after_with(n, plan);
-    }
-    fn reboot_sim(&mut self) {
-        self.reboot();
-    }
-    fn ops(&self) -> u64 {
-        self.ops_since_power_on()
-    }
-    fn powered(&self) -> bool {
-        self.is_powered()
-    }
-}
-
-fn prepare<F: Sim>(f: F) -> F {
-    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
-    let mut rng = Rng::new(1);
-    for i in 0..4 {
-        let f = fs.create(ROOT_INO, format!("base{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
-        let mut d = vec![0u8; 30_000];
-        rng.fill(&mut d);
-        fs.write(f.ino, 0, &d, ts(1)).unwrap();
-    }
-    fs.unmount().map_err(|e| e.0).unwrap()
-}
-
 fn enumerate<F: Sim>(tpl: F, seed: u64, plan: CutPlan, label: &str) -> usize {
-    let ops = workload(seed);
-    let base = {
-        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        read_state(&mut fs)
-    };
-    let o = live_oracle(E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap(), &ops, &states(&base, &ops));
-    // dry run: how many operations after the mount
-    let total = {
-        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        let before = fs.flash().ops();
-        for (i, op) in ops.iter().enumerate() {
-            apply_fs(&mut fs, op, i as i64 + 10).unwrap();
-        }
-        fs.flash().ops() - before
-    };
-    let mut runs = 0;
-    for n in 1..=total {
-        let mut fs = E::<F>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        fs.flash().cut(n, plan);
-        let mut done = 0;
-        for (i, op) in ops.iter().enumerate() {
-            match apply_fs(&mut fs, op, i as i64 + 10) {
-                Ok(()) => done += 1,
-                Err(e) => {
-                    assert!(!fs.flash().powered(), "{label} cut {n}: op {i} failed without a cut: {e:?}");
-                    break;
-                }
-            }
-        }
-        let mut f = fs.into_flash();
-        f.reboot_sim();
-        let mut fs = match E::<F>::mount(f, opts()) {
-            Ok(fs) => fs,
-            Err((e, _)) => panic!("{label} cut {n}: mount failed: {e:?}"),
-        };
-        // a cut (torn or not) is never reported as damage, and the mount stays writable
-        assert_eq!(fs.log_damage(), None, "{label} cut {n}: a power cut taken for log damage");
-        assert!(!fs.is_read_only(), "{label} cut {n}");
-        let r = fs.fsck().unwrap();
-        assert_eq!(r.problems, 0, "{label} cut {n}: fsck {r:?}");
-        let got = snapshot(&mut fs).unwrap();
-        if let Err(e) = o.check(done, &got) {
-            panic!("{label} cut {n} after {done} phases: {e}");
-        }
-        // keeps working
-        let f2 = fs.create(ROOT_INO, b"after", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(999)).unwrap();
-        fs.write(f2.ino, 0, &[3u8; 5000], ts(999)).unwrap();
-        let f = fs.unmount().map_err(|e| e.0).unwrap();
-        let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
-        assert_eq!(fs.lookup(ROOT_INO, b"after").unwrap().size, 5000);
-        runs += 1;
-    }
-    eprintln!("{label}: {runs} cut points verified");
-    runs
+    enumerate_cuts(tpl, seed, plan, label, |_| {})
 }
 
 fn small_nand(seed: u64) -> NandSim {
@@ -272,50 +168,17 @@ fn nandsim_failed_programs_are_relocated() {
     for seg in 10..22 {
         fs.flash().fail_program(seg, 5, 0).unwrap();
     }
-    let mut rng = Rng::new(13);
-    let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
-    for i in 0..6 {
-        let a = fs.create(ROOT_INO, format!("r{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
-        model.push((a.ino, Vec::new()));
-    }
-    for step in 0..400 {
-        let k = rng.below(model.len() as u64) as usize;
-        let (ino, content) = &mut model[k];
-        let off = rng.below(40_000) as usize;
-        let len = 1 + rng.below(6000) as usize;
-        let mut d = vec![0u8; len];
-        rng.fill(&mut d);
-        fs.write(*ino, off as u64, &d, ts(3)).unwrap();
-        if content.len() < off + len {
-            content.resize(off + len, 0);
-        }
-        content[off..off + len].copy_from_slice(&d);
-        if step % 25 == 0 {
-            fs.fsync(*ino).unwrap();
-        }
-        if step % 100 == 99 {
-            let f = fs.unmount().map_err(|e| e.0).unwrap();
-            fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
-        }
-    }
+    let (mut fs, model) = random_overwrites(fs, |_| {}, |_| {});
     assert!(!fs.is_failed());
     let st = fs.stats();
     eprintln!("{st:?}");
     assert!(st.retired >= 3, "segments retired after failed programs: {st:?}");
     ferrofs_engine_tests::assert_fsck(&mut fs);
-    for (ino, content) in &model {
-        let mut b = vec![0u8; content.len()];
-        assert_eq!(fs.read(*ino, 0, &mut b).unwrap(), content.len());
-        assert!(b == *content);
-    }
+    check_files(&mut fs, &model);
     let f = fs.unmount().map_err(|e| e.0).unwrap();
     assert!(f.bad_blocks().len() >= 2 + 3, "{:?}", f.bad_blocks());
     let mut fs = E::<NandSim>::mount(f, opts()).map_err(|e| e.0).unwrap();
-    for (ino, content) in &model {
-        let mut b = vec![0u8; content.len()];
-        fs.read(*ino, 0, &mut b).unwrap();
-        assert!(b == *content);
-    }
+    check_files(&mut fs, &model);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::{CreateArgs, FlashKind, MountOptions, ROOT_INO};
+use ferrofs_engine_tests::simcut::prepare;
 use ferrofs_engine_tests::crashcheck::Oracle;
 use ferrofs_engine_tests::crashload::*;
 use ferrofs_engine_tests::snapshot::snapshot;
@@ -15,18 +16,7 @@ fn opts() -> MountOptions {
 }
 
 fn template(kind: FlashKind) -> RamFlash {
-    let f = RamFlash::with_kind(kind, 32 * 1024, 48, 512);
-    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    // fill with some pre-existing data so GC and replay have work
-    let mut fs = Fs::mount(f, opts()).map_err(|e| e.0).unwrap();
-    let mut rng = Rng::new(1);
-    for i in 0..4 {
-        let f = fs.create(ROOT_INO, format!("base{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
-        let mut d = vec![0u8; 30_000];
-        rng.fill(&mut d);
-        fs.write(f.ino, 0, &d, ts(1)).unwrap();
-    }
-    fs.unmount().map_err(|e| e.0).unwrap()
+    prepare(RamFlash::with_kind(kind, 32 * 1024, 48, 512))
 }
 
 /// Run the workload with a cut after `n` flash operations. Returns the number of phases

@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, MountOptions, ReadStatus, SetAttr, ROOT_INO};
-use ferrofs_engine_tests::crashload::*;
-use ferrofs_engine_tests::snapshot::snapshot;
+use ferrofs_engine_tests::simcut::{check_files, enumerate_cuts, prepare, random_overwrites, Sim};
 use ferrofs_engine_tests::{assert_fsck, mkfs, ts, Rng};
 use ferrofs_flashsim::{BehindConfig, BehindStats, CutEffect, CutPlan, NandConfig, NandSim, TornFill, WriteBehind};
 
@@ -22,130 +21,20 @@ fn opts() -> MountOptions {
     MountOptions { cache_nodes: 24, ..Default::default() }
 }
 
-// ----- the crash-enumeration harness of flashsim.rs, over a write-behind medium -------------
-
-/// A simulator whose power can be cut (as in flashsim.rs).
-trait Sim: Flash + Clone {
-    fn cut(&mut self, n: u64, plan: CutPlan);
-    fn reboot_sim(&mut self);
-    fn ops(&self) -> u64;
-    fn powered(&self) -> bool;
-}
-
-impl Sim for NandSim {
-    fn cut(&mut self, n: u64, plan: CutPlan) {
-        self.cut_after_with(n, plan);
-    }
-    fn reboot_sim(&mut self) {
-        self.reboot();
-    }
-    fn ops(&self) -> u64 {
-        self.ops_since_power_on()
-    }
-    fn powered(&self) -> bool {
-        self.is_powered()
-    }
-}
-
-/// The cut is scheduled on the medium, counting programs when the queue makes them; a reboot
-/// loses the queue (RAM).
-impl<F: Sim> Sim for WriteBehind<F> {
-    fn cut(&mut self, n: u64, plan: CutPlan) {
-        self.inner_mut().cut(n, plan);
-    }
-    fn reboot_sim(&mut self) {
-        self.power_lost();
-        self.inner_mut().reboot_sim();
-    }
-    fn ops(&self) -> u64 {
-        self.inner().ops()
-    }
-    fn powered(&self) -> bool {
-        self.inner().powered()
-    }
-}
-
-fn prepare<F: Sim>(f: F) -> F {
-    let f = mkfs(f, &Default::default(), ts(0)).map_err(|e| e.0).unwrap();
-    let mut fs = E::<F>::mount(f, opts()).map_err(|e| e.0).unwrap();
-    let mut rng = Rng::new(1);
-    for i in 0..4 {
-        let f = fs.create(ROOT_INO, format!("base{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(1)).unwrap();
-        let mut d = vec![0u8; 30_000];
-        rng.fill(&mut d);
-        fs.write(f.ino, 0, &d, ts(1)).unwrap();
-    }
-    fs.unmount().map_err(|e| e.0).unwrap()
-}
-
-/// flashsim.rs's `enumerate`: every cut point of workload `seed`, each checked (mount,
-/// no damage, writable, fsck clean, the fsync'd state or a later one, keeps working).
-/// Returns the cut points verified and the write-behind counters summed over the runs.
+/// `simcut::enumerate_cuts` on a write-behind medium: returns the cut points verified and the
+/// write-behind counters summed over the cut runs.
 fn enumerate<F: Sim>(tpl: WriteBehind<F>, seed: u64, plan: CutPlan, label: &str) -> (usize, BehindStats) {
-    type W<G> = WriteBehind<G>;
     let t0 = tpl.stats();
-    eprintln!("{label}: workload {seed}");
-    let ops = workload(seed);
-    let base = {
-        let mut fs = E::<W<F>>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        read_state(&mut fs)
-    };
-    let o = live_oracle(E::<W<F>>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap(), &ops, &states(&base, &ops));
-    let total = {
-        let mut fs = E::<W<F>>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        let before = fs.flash().ops();
-        for (i, op) in ops.iter().enumerate() {
-            apply_fs(&mut fs, op, i as i64 + 10).unwrap();
-        }
-        fs.flash().ops() - before
-    };
     let mut sum = BehindStats::default();
-    let mut runs = 0;
-    for n in 1..=total {
-        let mut fs = E::<W<F>>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
-        fs.flash().cut(n, plan);
-        let mut done = 0;
-        for (i, op) in ops.iter().enumerate() {
-            match apply_fs(&mut fs, op, i as i64 + 10) {
-                Ok(()) => done += 1,
-                Err(e) => {
-                    assert!(!fs.flash().powered(), "{label} cut {n}: op {i} failed without a cut: {e:?}");
-                    break;
-                }
-            }
-        }
-        let mut f = fs.into_flash();
+    let runs = enumerate_cuts(tpl, seed, plan, label, |f| {
         let st = f.stats();
         sum.deferred += st.deferred - t0.deferred;
         sum.lost_to_power_cut += st.lost_to_power_cut - t0.lost_to_power_cut + f.queued_programs() as u64;
         sum.queue_only_reads += st.queue_only_reads - t0.queue_only_reads;
         sum.failures_reported += st.failures_reported - t0.failures_reported;
-        f.reboot_sim();
-        let mut fs = match E::<W<F>>::mount(f, opts()) {
-            Ok(fs) => fs,
-            Err((e, _)) => panic!("{label} cut {n}: mount failed: {e:?}"),
-        };
-        assert_eq!(fs.log_damage(), None, "{label} cut {n}: a power cut taken for log damage");
-        assert!(!fs.is_read_only(), "{label} cut {n}");
-        let r = fs.fsck().unwrap();
-        assert_eq!(r.problems, 0, "{label} cut {n}: fsck {r:?}");
-        let got = snapshot(&mut fs).unwrap();
-        if let Err(e) = o.check(done, &got) {
-            panic!("{label} cut {n} after {done} phases: {e}");
-        }
-        // keeps working
-        let f2 = fs.create(ROOT_INO, b"after", &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(999));
-        let f2 = f2.unwrap_or_else(|e| panic!("{label} cut {n}: create after the remount: {e:?}"));
-        if let Err(e) = fs.write(f2.ino, 0, &[3u8; 5000], ts(999)) {
-            panic!("{label} cut {n}: write after the remount: {e:?}");
-        }
-        let f = fs.unmount().map_err(|e| e.0).unwrap_or_else(|e| panic!("{label} cut {n}: unmount after the remount: {e:?}"));
-        let mut fs = E::<W<F>>::mount(f, opts()).map_err(|e| e.0).unwrap_or_else(|e| panic!("{label} cut {n}: second mount: {e:?}"));
-        assert_eq!(fs.lookup(ROOT_INO, b"after").unwrap().size, 5000);
-        runs += 1;
-    }
+    });
     eprintln!(
-        "{label}: {runs} cut points verified, {} programs made late, {} queued programs lost to the cuts, {} failures reported",
+        "{label}: {} programs made late, {} queued programs lost to the cuts, {} failures reported",
         sum.deferred, sum.lost_to_power_cut, sum.failures_reported
     );
     (runs, sum)
@@ -507,35 +396,12 @@ fn write_behind_failed_programs_like_nandsim() {
     for seg in 10..22 {
         fs.flash().inner_mut().fail_program(seg, 5, 0).unwrap();
     }
-    let mut rng = Rng::new(13);
-    let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
-    for i in 0..6 {
-        let a = fs.create(ROOT_INO, format!("r{i}").as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(2)).unwrap();
-        model.push((a.ino, Vec::new()));
-    }
     let mut failures = 0;
-    for step in 0..400 {
-        let k = rng.below(model.len() as u64) as usize;
-        let (ino, content) = &mut model[k];
-        let off = rng.below(40_000) as usize;
-        let len = 1 + rng.below(6000) as usize;
-        let mut d = vec![0u8; len];
-        rng.fill(&mut d);
-        fs.write(*ino, off as u64, &d, ts(3)).unwrap_or_else(|e| panic!("step {step}: {e:?}"));
-        if content.len() < off + len {
-            content.resize(off + len, 0);
-        }
-        content[off..off + len].copy_from_slice(&d);
-        if step % 25 == 0 {
-            fs.fsync(*ino).unwrap();
-        }
-        if step % 100 == 99 {
-            failures += fs.fault_stats().program_failures;
-            let f = fs.unmount().map_err(|e| e.0).unwrap();
-            assert_eq!((f.queued_programs(), f.failed_entries()), (0, 0));
-            fs = E::<WB>::mount(f, opts()).map_err(|e| e.0).unwrap();
-        }
-    }
+    let (mut fs, model) = random_overwrites(
+        fs,
+        |fs| failures += fs.fault_stats().program_failures,
+        |f| assert_eq!((f.queued_programs(), f.failed_entries()), (0, 0)),
+    );
     assert!(!fs.is_failed());
     failures += fs.fault_stats().program_failures;
     let st = fs.flash().stats();
@@ -545,19 +411,11 @@ fn write_behind_failed_programs_like_nandsim() {
     assert!(st.deferred > 0);
     assert!(fs.stats().retired >= 3, "segments retired after failed programs: {:?}", fs.stats());
     assert_fsck(&mut fs);
-    for (ino, content) in &model {
-        let mut b = vec![0u8; content.len()];
-        assert_eq!(fs.read(*ino, 0, &mut b).unwrap(), content.len());
-        assert!(b == *content);
-    }
+    check_files(&mut fs, &model);
     let f = fs.unmount().map_err(|e| e.0).unwrap();
     assert!(f.inner().bad_blocks().len() >= 2 + 3, "{:?}", f.inner().bad_blocks());
     let mut fs = E::<WB>::mount(f, opts()).map_err(|e| e.0).unwrap();
-    for (ino, content) in &model {
-        let mut b = vec![0u8; content.len()];
-        fs.read(*ino, 0, &mut b).unwrap();
-        assert!(b == *content);
-    }
+    check_files(&mut fs, &model);
     assert_fsck(&mut fs);
 }
 
