@@ -4,6 +4,7 @@
 #![warn(rust_2018_idioms, missing_docs)]
 
 pub mod crashcheck;
+pub mod modelrun;
 pub mod simcut;
 pub mod snapshot;
 

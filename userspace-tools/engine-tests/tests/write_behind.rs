@@ -5,11 +5,10 @@
 //! (`failed_behind`) and taken back by the engine (`Log::reconcile`); a power cut loses what
 //! was still queued.
 
-use std::collections::BTreeMap;
 
-use ferrofs_engine::format::S_IFREG;
 use ferrofs_engine::std_platform::StdPlatform;
-use ferrofs_engine::{CreateArgs, Engine, Error, Flash, FlashError, MountOptions, ReadStatus, SetAttr, ROOT_INO};
+use ferrofs_engine::{Engine, Flash, FlashError, MountOptions, ReadStatus, ROOT_INO};
+use ferrofs_engine_tests::modelrun::{namespace_step, verify, Model};
 use ferrofs_engine_tests::simcut::{check_files, enumerate_cuts, prepare, random_overwrites, Sim};
 use ferrofs_engine_tests::{assert_fsck, mkfs, ts, Rng};
 use ferrofs_flashsim::{BehindConfig, BehindStats, CutEffect, CutPlan, NandConfig, NandSim, TornFill, WriteBehind};
@@ -111,58 +110,8 @@ fn write_behind_power_cuts_with_failed_programs() {
 
 // ----- a random workload against a model ----------------------------------------------------
 
-#[derive(Default, Clone, Debug)]
-struct Model {
-    /// dir name -> (file name -> content); "" is the root.
-    dirs: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
-}
-
 fn mount(f: WB) -> E<WB> {
     E::<WB>::mount(f, opts()).map_err(|e| e.0).expect("mount")
-}
-
-fn dir_ino(fs: &mut E<WB>, d: &str) -> u64 {
-    if d.is_empty() {
-        ROOT_INO
-    } else {
-        fs.lookup(ROOT_INO, d.as_bytes()).unwrap().ino
-    }
-}
-
-fn names_of(fs: &mut E<WB>, dir: u64) -> Vec<String> {
-    let mut v = Vec::new();
-    fs.readdir(dir, 0, &mut |n, _, _, _| {
-        v.push(String::from_utf8(n.to_vec()).unwrap());
-        true
-    })
-    .unwrap();
-    v.retain(|n| n != "." && n != "..");
-    v.sort();
-    v
-}
-
-fn verify(fs: &mut E<WB>, m: &Model, when: &str) {
-    assert_fsck(fs);
-    let mut expect: Vec<String> = m.dirs.keys().filter(|k| !k.is_empty()).cloned().collect();
-    expect.extend(m.dirs[""].keys().cloned());
-    expect.sort();
-    assert_eq!(names_of(fs, ROOT_INO), expect, "{when}: root");
-    for (d, files) in &m.dirs {
-        let di = dir_ino(fs, d);
-        let mut names = names_of(fs, di);
-        names.retain(|n| !(d.is_empty() && m.dirs.contains_key(n)));
-        assert_eq!(names, files.keys().cloned().collect::<Vec<_>>(), "{when}: dir {d:?}");
-        for (name, content) in files {
-            let i = fs.lookup(di, name.as_bytes()).unwrap();
-            assert_eq!(i.size, content.len() as u64, "{when}: size of {d}/{name}");
-            let mut buf = vec![0u8; content.len()];
-            assert_eq!(fs.read(i.ino, 0, &mut buf).unwrap(), content.len());
-            if buf != *content {
-                let first = buf.iter().zip(content.iter()).position(|(a, b)| a != b);
-                panic!("{when}: content of {d}/{name} differs from byte {first:?} (of {})", content.len());
-            }
-        }
-    }
 }
 
 /// Unmount cleanly (nothing may stay queued or failed: the kernel's backend would then make or
@@ -191,126 +140,39 @@ fn model_run(seed: u64, steps: usize, max_queued: u32, drain_percent: u32, fail:
         }
     }
     let mut m = Model::default();
-    m.dirs.insert(String::new(), BTreeMap::new());
     let mut failures = 0;
     let mut t = 1;
     for step in 0..steps {
         t += 1;
         let when = format!("seed {seed} step {step}");
-        let dirs: Vec<String> = m.dirs.keys().cloned().collect();
-        let d = dirs[rng.below(dirs.len() as u64) as usize].clone();
-        let di = dir_ino(&mut fs, &d);
-        let names: Vec<String> = m.dirs[&d].keys().cloned().collect();
-        match rng.below(100) {
-            0..=14 => {
-                let name = format!("f{}", rng.below(40));
-                if d.is_empty() && m.dirs.contains_key(&name) {
-                    continue;
+        if let Some(rest) = namespace_step(&mut fs, &mut m, &mut rng, t, &when) {
+            match rest.roll {
+                87..=89 => {
+                    failures += fs.fault_stats().program_failures;
+                    fs = remount(fs, &when);
+                    verify(&mut fs, &m, &when);
                 }
-                let r = fs.create(di, name.as_bytes(), &CreateArgs { mode: S_IFREG | 0o644, ..Default::default() }, ts(t));
-                if m.dirs[&d].contains_key(&name) {
-                    assert_eq!(r.unwrap_err(), Error::Exists, "{when}");
-                } else {
-                    r.unwrap_or_else(|e| panic!("{when}: create: {e:?}"));
-                    m.dirs.get_mut(&d).unwrap().insert(name, Vec::new());
+                90..=91 => {
+                    // fsync, then the power goes: what the queue still held is lost
+                    fs.fsync(ROOT_INO).unwrap_or_else(|e| panic!("{when}: fsync: {e:?}"));
+                    failures += fs.fault_stats().program_failures;
+                    let mut f = fs.into_flash();
+                    f.inner_mut().cut_now();
+                    f.power_lost();
+                    f.inner_mut().reboot();
+                    fs = mount(f);
+                    verify(&mut fs, &m, &format!("{when} (after fsync and a power cut)"));
                 }
-            }
-            15..=54 if !names.is_empty() => {
-                let name = &names[rng.below(names.len() as u64) as usize];
-                let ino = fs.lookup(di, name.as_bytes()).unwrap().ino;
-                let content = m.dirs.get_mut(&d).unwrap().get_mut(name).unwrap();
-                let off = if rng.below(3) == 0 { content.len() as u64 } else { rng.below(content.len() as u64 + 20_000) };
-                let lim = if rng.below(4) == 0 { 40_000 } else { 3000 };
-                let len = 1 + rng.below(lim) as usize;
-                let mut data = vec![0u8; len];
-                rng.fill(&mut data);
-                match fs.write(ino, off, &data, ts(t)) {
-                    Ok(n) => {
-                        assert_eq!(n, len, "{when}");
-                        let end = off as usize + len;
-                        if content.len() < end {
-                            content.resize(end, 0);
-                        }
-                        content[off as usize..end].copy_from_slice(&data);
-                    }
-                    Err(Error::NoSpace) => {}
-                    Err(e) => panic!("{when}: write: {e:?}"),
+                92..=95 if !rest.names.is_empty() => {
+                    let name = &rest.names[rng.below(rest.names.len() as u64) as usize];
+                    let ino = fs.lookup(rest.dir, name.as_bytes()).unwrap().ino;
+                    fs.fsync(ino).unwrap_or_else(|e| panic!("{when}: fsync: {e:?}"));
                 }
-            }
-            55..=62 if !names.is_empty() => {
-                let name = &names[rng.below(names.len() as u64) as usize];
-                let ino = fs.lookup(di, name.as_bytes()).unwrap().ino;
-                let content = m.dirs.get_mut(&d).unwrap().get_mut(name).unwrap();
-                let sz = rng.below(content.len() as u64 + 10_000);
-                fs.setattr(ino, &SetAttr { size: Some(sz), ..Default::default() }, ts(t)).unwrap_or_else(|e| panic!("{when}: truncate: {e:?}"));
-                content.resize(sz as usize, 0);
-            }
-            63..=71 if !names.is_empty() => {
-                let name = names[rng.below(names.len() as u64) as usize].clone();
-                let ino = fs.lookup(di, name.as_bytes()).unwrap().ino;
-                fs.unlink(di, name.as_bytes(), ts(t)).unwrap_or_else(|e| panic!("{when}: unlink: {e:?}"));
-                fs.evict(ino).unwrap();
-                m.dirs.get_mut(&d).unwrap().remove(&name);
-            }
-            72..=82 if !names.is_empty() => {
-                let name = names[rng.below(names.len() as u64) as usize].clone();
-                let d2 = dirs[rng.below(dirs.len() as u64) as usize].clone();
-                let n2 = format!("f{}", rng.below(40));
-                if d2.is_empty() && m.dirs.contains_key(&n2) {
-                    continue;
+                96..=97 => {
+                    fs.gc_step(rng.below(2) == 0).unwrap_or_else(|e| panic!("{when}: gc: {e:?}"));
                 }
-                let d2i = dir_ino(&mut fs, &d2);
-                let victim = fs.lookup(d2i, n2.as_bytes()).ok().map(|i| i.ino);
-                fs.rename(di, name.as_bytes(), d2i, n2.as_bytes(), 0, ts(t)).unwrap_or_else(|e| panic!("{when}: rename: {e:?}"));
-                if let Some(v) = victim {
-                    if !(d == d2 && name == n2) {
-                        fs.evict(v).unwrap();
-                    }
-                }
-                let c = m.dirs.get_mut(&d).unwrap().remove(&name).unwrap();
-                m.dirs.get_mut(&d2).unwrap().insert(n2, c);
+                _ => fs.sync().unwrap_or_else(|e| panic!("{when}: sync: {e:?}")),
             }
-            83..=86 => {
-                let name = format!("d{}", rng.below(4));
-                if m.dirs.contains_key(&name) {
-                    if m.dirs[&name].is_empty() {
-                        let ino = fs.lookup(ROOT_INO, name.as_bytes()).unwrap().ino;
-                        fs.rmdir(ROOT_INO, name.as_bytes(), ts(t)).unwrap();
-                        fs.evict(ino).unwrap();
-                        m.dirs.remove(&name);
-                    } else {
-                        assert_eq!(fs.rmdir(ROOT_INO, name.as_bytes(), ts(t)).unwrap_err(), Error::NotEmpty);
-                    }
-                } else if !m.dirs[""].contains_key(&name) {
-                    fs.mkdir(ROOT_INO, name.as_bytes(), 0o755, 0, 0, ts(t)).unwrap();
-                    m.dirs.insert(name, BTreeMap::new());
-                }
-            }
-            87..=89 => {
-                failures += fs.fault_stats().program_failures;
-                fs = remount(fs, &when);
-                verify(&mut fs, &m, &when);
-            }
-            90..=91 => {
-                // fsync, then the power goes: what the queue still held is lost
-                fs.fsync(ROOT_INO).unwrap_or_else(|e| panic!("{when}: fsync: {e:?}"));
-                failures += fs.fault_stats().program_failures;
-                let mut f = fs.into_flash();
-                f.inner_mut().cut_now();
-                f.power_lost();
-                f.inner_mut().reboot();
-                fs = mount(f);
-                verify(&mut fs, &m, &format!("{when} (after fsync and a power cut)"));
-            }
-            92..=95 if !names.is_empty() => {
-                let name = &names[rng.below(names.len() as u64) as usize];
-                let ino = fs.lookup(di, name.as_bytes()).unwrap().ino;
-                fs.fsync(ino).unwrap_or_else(|e| panic!("{when}: fsync: {e:?}"));
-            }
-            96..=97 => {
-                fs.gc_step(rng.below(2) == 0).unwrap_or_else(|e| panic!("{when}: gc: {e:?}"));
-            }
-            _ => fs.sync().unwrap_or_else(|e| panic!("{when}: sync: {e:?}")),
         }
         assert!(!fs.is_failed(), "{when}: the engine stopped");
         if step % 100 == 0 {
