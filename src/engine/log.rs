@@ -606,6 +606,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 if let Ok(mut s) = self.seg_mut(seg) {
                     s.flags |= SEG_SCRUB | SEG_RETIRE;
                 }
+                self.lost_numbers();
                 Ok(false)
             }
             Err(e) => {
@@ -653,8 +654,19 @@ impl<P: Platform, F: Flash> Log<P, F> {
             if let Ok(mut s) = self.seg_mut(seg) {
                 s.flags |= SEG_SCRUB | SEG_RETIRE;
             }
+            self.lost_numbers();
         }
         Ok(())
+    }
+
+    /// A program failed: the records it held (and the ones after it in its head's buffer)
+    /// never reach the medium under their sequence numbers (the relocation writes them again
+    /// under new ones), so the log has a gap there. Until a checkpoint covers it, no flush may
+    /// write a SYNC marker (a cut would show the gap under a marker, which the mount takes for
+    /// damage), and every fsync checkpoints (the roll-forward stops at the gap): as after an
+    /// append that lost its number (`Log::append`).
+    fn lost_numbers(&mut self) {
+        self.need_checkpoint = true;
     }
 
     /// Wait for the write-behind programs, then [`Log::reconcile`]. An `Io` error of one

@@ -87,10 +87,9 @@ fn failing_wb(k: u64, max_queued: u32) -> WB {
 }
 
 /// Cut points of workloads during which write-behind programs fail: cuts while a failure is
-/// taken back (`Log::reconcile`) and its segment relocated. The cases are those of `k` in
-/// 0..48 whose runs see write-behind failures and that pass without write-behind
-/// (`max_queued` 0): with a failed program, some cut points of the others are taken for log
-/// damage whether or not programs are queued, which is not this file's subject.
+/// taken back (`Log::reconcile`) and its segment relocated. The cases are eight of `k` in
+/// 0..48 whose runs see write-behind failures (flashsim.rs
+/// `nandsim_power_cuts_after_failed_programs` runs all 48 without a queue).
 #[test]
 fn write_behind_power_cuts_with_failed_programs() {
     let mut total = 0;
