@@ -393,19 +393,27 @@ fn mount_engine(flash: KFlash, read_only: bool, read_cache: usize, name: DevName
     // the replay window comes from the medium (8 MiB on a block device, 2.5 MiB on raw flash:
     // `engine::fs::default_checkpoint_log_bytes`, docs/kernel.md)
     let mopts = MountOptions { read_only, read_cache_bytes: Some(read_cache), ..MountOptions::default() };
-    let fs = match Engine::mount(flash, mopts) {
-        Ok(fs) => fs,
-        Err((e, _flash)) => {
-            match e {
-                EError::BadFormat => pr_err!("{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", name),
-                EError::Corrupt => pr_err!("{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", name),
-                EError::NotSupported if mlc => pr_err!("{}: cannot mount: MLC NAND whose page pairing ferrofs does not know (a power cut while programming a page can destroy its paired page), or a filesystem formatted for SLC NAND (its checkpoint slots leave no room for the pairing); use the chip in an SLC mode, or format it on the MLC device\n", name),
-                e => pr_err!("{}: cannot mount: error {:?}\n", name, e),
-            }
-            return Err(kerr(e));
+    // The engine is boxed before the roll-forward runs: a mount rolling the log forward on
+    // block2mtd (whose reads go through the page cache and the block layer) overflowed the
+    // 16 KiB kernel stack when this frame held the engine by value (7 KiB: three copies).
+    let r = open_boxed(flash, mopts).and_then(|mut b| b.mount_log().map(|()| b));
+    r.map_err(|e| {
+        match e {
+            EError::BadFormat => pr_err!("{}: no ferrofs filesystem found (run mkfs.ferrofs), or its version is not supported\n", name),
+            EError::Corrupt => pr_err!("{}: cannot mount: the filesystem is corrupt (no valid superblock or checkpoint)\n", name),
+            EError::NotSupported if mlc => pr_err!("{}: cannot mount: MLC NAND whose page pairing ferrofs does not know (a power cut while programming a page can destroy its paired page), or a filesystem formatted for SLC NAND (its checkpoint slots leave no room for the pairing); use the chip in an SLC mode, or format it on the MLC device\n", name),
+            e => pr_err!("{}: cannot mount: error {:?}\n", name, e),
         }
-    };
-    Ok(KBox::new(fs, GFP_KERNEL)?)
+        kerr(e)
+    })
+}
+
+/// `Engine::open` into a box, in a frame of its own (the engine passes through it by value)
+/// that is gone before the roll-forward runs.
+#[inline(never)]
+fn open_boxed(flash: KFlash, mopts: MountOptions) -> core::result::Result<KBox<Fs>, EError> {
+    let fs = Engine::open(flash, mopts).map_err(|(e, _flash)| e)?;
+    KBox::new(fs, GFP_KERNEL).map_err(|_| EError::NoMem)
 }
 
 /// Check the mounted engine `fs`, hand it to the superblock and build the root.

@@ -477,6 +477,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// Mount the filesystem on `flash`: newest valid checkpoint + roll-forward of the log.
     pub fn mount(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
+        let mut eng = Self::open(flash, opts)?;
+        match eng.mount_log() {
+            Ok(()) => Ok(eng),
+            Err(e) => Err((e, eng.log.flash)),
+        }
+    }
+
+    /// The first half of [`Engine::mount`]: find and check the superblock and build the engine
+    /// (nothing replayed yet). The kernel boxes the result before [`Engine::mount_log`], so
+    /// the deep call chains of the roll-forward do not run under the frames that held the
+    /// engine by value (several KiB each).
+    #[inline(never)]
+    pub fn open(flash: F, opts: MountOptions) -> core::result::Result<Self, (Error, F)> {
         let geo = flash.geometry();
         if geo.kind == FlashKind::MlcNand && Log::<P, F>::medium_pairing(&flash).is_none() {
             // paired pages cannot be handled without the pairing (see `FlashKind::MlcNand`):
@@ -585,13 +598,16 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             // unknown read-only-compatible features: only a read-only mount is safe
             return Err((Error::ReadOnly, eng.log.flash));
         }
-        match eng.mount_inner() {
-            Ok(()) => {
-                eng.log.rcache.limit_growth(None);
-                Ok(eng)
-            }
-            Err(e) => Err((e, eng.log.flash)),
-        }
+        Ok(eng)
+    }
+
+    /// The second half of [`Engine::mount`] on an engine from [`Engine::open`]: the newest
+    /// valid checkpoint and the roll-forward of the log. After an error the engine is only
+    /// good for giving the medium back (`into_flash`).
+    pub fn mount_log(&mut self) -> Result<()> {
+        self.mount_inner()?;
+        self.log.rcache.limit_growth(None);
+        Ok(())
     }
 
     /// Validate the superblock fields that size allocations, loops and reads at mount (the
