@@ -1776,8 +1776,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
         if let Some(w) = win {
             if self.window_fill(w, seg, off, out.len()) {
                 if let Some(src) = w.holding(seg, off, out.len()) {
-                    out.copy_from_slice(src);
-                    return Ok(());
+                    return copy_exact(out, Some(src));
                 }
             }
         }
@@ -1806,7 +1805,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
             // alone, to another segment): start small again
             w.size = 0;
         }
-        w.size = w.size.saturating_mul(2).clamp(u64::from(wu).saturating_mul(2), SCAN_WINDOW.max(u64::from(wu)));
+        // two write units at least, SCAN_WINDOW at most unless two write units are more (no
+        // `clamp`: it panics when its bounds cross, which a write unit above half the window
+        // would make them)
+        let lo = u64::from(wu).saturating_mul(2);
+        w.size = w.size.saturating_mul(2).max(lo).min(SCAN_WINDOW.max(lo));
         let mut stop = u64::from(start)
             .saturating_add(w.size.max(end.saturating_sub(u64::from(start))))
             .min(u64::from(self.geo.segment_size));
