@@ -77,6 +77,11 @@ struct BehindQ {
 }
 
 impl BehindQ {
+    /// Whether a program of `seg` failed and was not taken back yet.
+    fn has_failed(&self, seg: u32) -> bool {
+        self.slots.iter().any(|s| s.st == SlotState::Failed && s.seg == seg)
+    }
+
     fn busy(&self) -> bool {
         self.slots.iter().any(|s| matches!(s.st, SlotState::Queued | SlotState::InFlight))
     }
@@ -206,7 +211,7 @@ impl Behind {
 
     /// Whether a write-behind program of `seg` failed and was not taken back yet.
     fn seg_failed(&self, seg: u32) -> bool {
-        self.q.lock().slots.iter().any(|s| s.st == SlotState::Failed && s.seg == seg)
+        self.q.lock().has_failed(seg)
     }
 }
 
@@ -269,6 +274,16 @@ impl MtdFlash {
     /// read-write mount with `EROFS` (busybox and util-linux `mount` then retry read-only).
     pub(crate) fn writeable(&self) -> bool {
         self.writeable
+    }
+
+    /// The device address of a program of `len` bytes at `offset` of `seg`: whole write units.
+    fn program_addr(&self, seg: u32, offset: u32, len: usize) -> Result<i64, FlashError> {
+        let at = self.addr(seg, offset, len)?;
+        let wu = self.geo.write_unit;
+        if offset.checked_rem(wu) != Some(0) || (len as u64).checked_rem(u64::from(wu)) != Some(0) {
+            return Err(FlashError::InvalidRequest);
+        }
+        Ok(at)
     }
 
     fn addr(&self, seg: u32, offset: u32, len: usize) -> Result<i64, FlashError> {
@@ -427,11 +442,7 @@ impl MtdFlash {
 
     /// `mtd_write`, now.
     fn write_now(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
-        let at = self.addr(seg, offset, buf.len())?;
-        let wu = self.geo.write_unit;
-        if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
-            return Err(FlashError::InvalidRequest);
-        }
+        let at = self.program_addr(seg, offset, buf.len())?;
         let t0 = crate::super_::now_ns();
         let (ret, retlen) = self.mtd.write(at, buf);
         self.times.writes = self.times.writes.saturating_add(1);
@@ -475,22 +486,13 @@ impl Flash for MtdFlash {
     }
 
     fn write_behind(&mut self, seg: u32, offset: u32, buf: &[u8]) -> Result<(), FlashError> {
-        let at = self.addr(seg, offset, buf.len())?;
-        let wu = self.geo.write_unit;
-        if offset.checked_rem(wu) != Some(0) || (buf.len() as u64).checked_rem(u64::from(wu)) != Some(0) {
-            return Err(FlashError::InvalidRequest);
-        }
+        let at = self.program_addr(seg, offset, buf.len())?;
         let Some(b) = &self.behind else { return self.write_now(seg, offset, buf) };
         let b = b.data();
         let queued = {
             let mut g = b.q.lock();
             if g.io_error {
                 return Err(FlashError::Io);
-            }
-            if g.slots.iter().any(|s| s.st == SlotState::Failed && s.seg == seg) {
-                // a program of this block failed: nothing more is programmed there (the
-                // engine keeps this one with the failed ones, `Log::reconcile`)
-                return Err(FlashError::WriteFailed);
             }
             g.reap();
             // a slot frees when the thread makes a program; failed slots wait for the engine,
@@ -499,7 +501,9 @@ impl Flash for MtdFlash {
                 b.cv.wait(&mut g);
                 g.reap();
             }
-            if g.slots.iter().any(|s| s.st == SlotState::Failed && s.seg == seg) {
+            if g.has_failed(seg) {
+                // a program of this block failed: nothing more is programmed there (the
+                // engine keeps this one with the failed ones, `Log::reconcile`)
                 return Err(FlashError::WriteFailed);
             }
             let order = g.next_order;
