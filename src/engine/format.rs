@@ -43,8 +43,13 @@ pub const FEATURE_INCOMPAT_HASHED_DIRS: u64 = 1;
 /// data group record (`rtype::DGROUP`, format.md section 8), and the superblock carries the
 /// data alignment (`Superblock::data_align`, extension part at `SB_SIZE + 16`).
 pub const FEATURE_INCOMPAT_ALIGNED_DATA: u64 = 2;
+/// Incompatible feature bit 2: DELETE records may carry a short payload (format.md section 3):
+/// none for a single key (the header's), only the last key of a range otherwise. Set by
+/// `format`; an engine writes the short forms only on a volume with the bit, and reads all three.
+pub const FEATURE_INCOMPAT_SHORT_DELETE: u64 = 4;
 /// All incompatible features this engine supports.
-pub const FEATURE_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA;
+pub const FEATURE_INCOMPAT_SUPPORTED: u64 =
+    FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA | FEATURE_INCOMPAT_SHORT_DELETE;
 /// Smallest data alignment (`Superblock::data_align`).
 pub const DATA_ALIGN_MIN: u32 = 512;
 /// Largest data alignment: one block.
@@ -166,6 +171,36 @@ impl Key {
     pub fn get(r: &mut Reader<'_>) -> Result<Self> {
         Ok(Key { ino: r.u64()?, kind: r.u8()?, key: r.u64()? })
     }
+}
+
+/// The inclusive key range a DELETE record names, from its header key and its payload: an
+/// empty payload deletes the header key alone, one key deletes from the header key to it, two
+/// keys (the long form, the only one without `FEATURE_INCOMPAT_SHORT_DELETE`) name both ends.
+/// Any other length is `Corrupt`.
+pub fn delete_range(hkey: Key, payload: &[u8]) -> Result<(Key, Key)> {
+    let mut r = Reader::new(payload);
+    match payload.len() {
+        0 => Ok((hkey, hkey)),
+        Key::SIZE => Ok((hkey, Key::get(&mut r)?)),
+        n if n == 2 * Key::SIZE => Ok((Key::get(&mut r)?, Key::get(&mut r)?)),
+        _ => Err(Error::Corrupt),
+    }
+}
+
+/// Encode the payload of a DELETE record of `a..=b` (its header key is `a`) into `p`; returns
+/// the payload's length. `short`: the volume has `FEATURE_INCOMPAT_SHORT_DELETE`.
+pub fn put_delete(a: Key, b: Key, short: bool, p: &mut [u8; 2 * Key::SIZE]) -> Result<usize> {
+    let mut w = Writer::new(p);
+    if !short {
+        a.put(&mut w)?;
+        b.put(&mut w)?;
+        return Ok(2 * Key::SIZE);
+    }
+    if a == b {
+        return Ok(0);
+    }
+    b.put(&mut w)?;
+    Ok(Key::SIZE)
 }
 
 /// The location of a record on flash.

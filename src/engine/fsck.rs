@@ -175,7 +175,8 @@ impl Obj {
     pub(crate) fn is_dir(&self) -> bool {
         self.valid && self.mode & S_IFMT == S_IFDIR
     }
-    /// Unlinked and on the orphan list: the next mount (or evict) deletes it.
+    /// Unlinked and on the orphan list: the next mount (or evict) deletes it. (The analysis
+    /// sets an orphan's `nlink` to 0: its record may still count the last link.)
     pub(crate) fn is_orphan0(&self) -> bool {
         self.orphan && self.nlink == 0
     }
@@ -403,9 +404,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             match found.and_then(|idx| a.objs.as_mut_slice().get_mut(idx)) {
                 Some(x) => {
                     x.orphan = true;
-                    if !x.valid || x.nlink != 0 {
+                    if !x.valid {
                         problem!(FsckProblem::Orphan(o));
                     }
+                    // on the orphan list: no links, whatever its record says (the last unlink
+                    // does not rewrite it)
+                    x.nlink = 0;
                 }
                 None => problem!(FsckProblem::Orphan(o)),
             }
@@ -477,6 +481,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         }
         for o in a.objs.as_slice() {
             if !o.valid {
+                continue;
+            }
+            if o.orphan && o.names > 0 {
+                // on the orphan list, yet named
+                problem!(FsckProblem::Orphan(o.ino));
                 continue;
             }
             if o.is_dir() {

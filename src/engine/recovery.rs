@@ -561,10 +561,10 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             };
             // a DELETE's range, decoded now (the record is not read again to apply it)
             let range = match &r {
-                Ok(Some((h, _))) if h.rtype == rtype::DELETE => tmp.as_slice().get(REC_HDR..).and_then(|p| {
-                    let mut rd = Reader::new(p);
-                    Some((Key::get(&mut rd).ok()?, Key::get(&mut rd).ok()?))
-                }),
+                Ok(Some((h, _))) if h.rtype == rtype::DELETE => tmp
+                    .as_slice()
+                    .get(REC_HDR..REC_HDR.saturating_add(h.len as usize))
+                    .and_then(|p| crate::engine::format::delete_range(h.key, p).ok()),
                 _ => None,
             };
             self.buf = tmp;

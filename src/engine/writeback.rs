@@ -413,9 +413,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if h.key != key {
             return Err(Error::Corrupt);
         }
-        let i = Inode::decode(self.payload())?;
+        let mut i = Inode::decode(self.payload())?;
         if i.ino != ino {
             return Err(Error::Corrupt);
+        }
+        // an inode on the orphan list has no links, whatever its record says (the last unlink
+        // does not rewrite it: `Engine::drop_link`)
+        if i.nlink != 0 && self.idx_get(&Key::new(0, kind::ORPHAN, ino))?.is_some() {
+            i.nlink = 0;
         }
         self.icache_put(loc, &i);
         Ok(i)

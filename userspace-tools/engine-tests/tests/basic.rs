@@ -423,3 +423,63 @@ fn rename_writes_the_renamed_inode_only_for_a_directory_changing_parent() {
     assert_eq!(list(&mut fs, b).iter().map(|e| e.0.clone()).collect::<Vec<_>>(), vec![b".".to_vec(), b"..".to_vec(), b"e".to_vec(), b"g".to_vec()]);
     assert_consistent(&mut fs);
 }
+
+/// The last unlink (and a rename over the last link) does not rewrite the inode record: the
+/// orphan entry alone says it has no links (format.md 3.3). getattr reports `nlink` 0 from the
+/// inode cache and, once the cache lost it, from the orphan key; fsck counts the orphan's
+/// links as 0 with its record still saying 1; evict and a crash reclaim it.
+#[test]
+fn the_last_unlink_leaves_the_inode_record_to_the_orphan_entry() {
+    use ferrofs_engine::writeback::ICACHE_SLOTS;
+    const INODE_RECORD: u64 = 136;
+    let mut fs = fresh(64 * 1024, 64, 2048);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0, ts(1)).unwrap().ino;
+    let f = fs.create(d, b"f", &reg(0o644), ts(1)).unwrap().ino;
+    fs.write(f, 0, &[7u8; 9000], ts(1)).unwrap();
+    fs.link(f, d, b"g", ts(2)).unwrap();
+    let v = fs.create(d, b"victim", &reg(0o644), ts(2)).unwrap().ino;
+    let w = fs.create(d, b"w", &reg(0o644), ts(2)).unwrap().ino;
+    let inode_records = |fs: &Fs| fs.stats().inode_bytes / INODE_RECORD;
+    // a link left: the inode and the directory; the last link: the directory only
+    let n0 = inode_records(&fs);
+    fs.unlink(d, b"g", ts(3)).unwrap();
+    assert_eq!(inode_records(&fs) - n0, 2);
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    let n0 = inode_records(&fs);
+    fs.unlink(d, b"f", ts(4)).unwrap();
+    assert_eq!(inode_records(&fs) - n0, 1);
+    let n0 = inode_records(&fs);
+    fs.rename(d, b"w", d, b"victim", 0, ts(5)).unwrap();
+    assert_eq!(inode_records(&fs) - n0, 1, "a rename over the last link writes the directory only");
+    for (ino, t) in [(f, 4), (v, 5)] {
+        let i = fs.getattr(ino).unwrap();
+        assert_eq!((i.nlink, i.ctime), (0, ts(t)), "inode {ino} from the cache");
+    }
+    assert_eq!(fs.lookup(d, b"victim").unwrap().ino, w);
+    assert_consistent(&mut fs);
+    // push both out of the inode cache (its slot is ino % ICACHE_SLOTS): the orphan key decides
+    let mut last = 0;
+    while last < f.max(v) + ICACHE_SLOTS as u64 {
+        let name = format!("x{last}");
+        last = fs.create(ROOT_INO, name.as_bytes(), &reg(0o600), ts(6)).unwrap().ino;
+    }
+    for x in [f + ICACHE_SLOTS as u64, v + ICACHE_SLOTS as u64] {
+        fs.getattr(x).unwrap();
+    }
+    let (_, misses0) = fs.icache_stats();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    assert_eq!(fs.getattr(v).unwrap().nlink, 0);
+    assert_eq!(fs.icache_stats().1 - misses0, 2, "both read from flash");
+    let mut b = [0u8; 16];
+    assert_eq!(fs.read(f, 100, &mut b).unwrap(), 16);
+    assert_eq!(b, [7u8; 16], "still readable while open");
+    assert_consistent(&mut fs);
+    // evict reclaims one; a crash the other
+    fs.evict(f).unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err(), Error::NotFound);
+    fs.fsync(d).unwrap();
+    let mut fs = crash_remount(fs);
+    assert_eq!(fs.getattr(v).unwrap_err(), Error::NotFound);
+    assert_eq!(fs.getattr(w).unwrap().nlink, 1);
+    assert_consistent(&mut fs);
+}

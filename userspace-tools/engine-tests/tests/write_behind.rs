@@ -87,24 +87,32 @@ fn failing_wb(k: u64, max_queued: u32) -> WB {
 }
 
 /// Cut points of workloads during which write-behind programs fail: cuts while a failure is
-/// taken back (`Log::reconcile`) and its segment relocated. The cases are eight of `k` in
-/// 0..48 whose runs see write-behind failures (flashsim.rs
-/// `nandsim_power_cuts_after_failed_programs` runs all 48 without a queue).
+/// taken back (`Log::reconcile`) and its segment relocated. The cases are the first eight `k`
+/// from 11 on (of the 48 flashsim.rs `nandsim_power_cuts_after_failed_programs` runs without a
+/// queue) whose runs see write-behind failures: which do depends on how many bytes the
+/// workload's operations append. A case that sees none is still checked at every cut point.
 #[test]
 fn write_behind_power_cuts_with_failed_programs() {
     let mut total = 0;
     let mut reported = 0;
-    for k in [11u64, 15, 22, 27, 33, 39, 40, 41] {
+    let mut cases = 0;
+    for k in 11u64..48 {
+        if cases == 8 {
+            break;
+        }
         let effect = [CutEffect::Torn, CutEffect::NotDone, CutEffect::Done][k as usize % 3];
         let max_queued = [8, 4, 16, 2][k as usize % 4];
         let plan = CutPlan { effect, fill: TornFill::Random, ..CutPlan::default() };
         let (runs, st) = enumerate(failing_wb(k, max_queued), 7100 + k, plan, &format!("write-behind failing {k} {effect:?}/{max_queued}"));
         assert!(runs > 100, "{runs} cut points");
-        assert!(st.failures_reported > 0, "case {k}: no write-behind failure reported");
+        if st.failures_reported > 0 {
+            cases += 1;
+        }
         total += runs;
         reported += st.failures_reported;
     }
-    eprintln!("write-behind power cuts with failed programs: {total} cut points, {reported} failures reported by failed_behind");
+    assert_eq!(cases, 8, "fewer than 8 workloads of k in 11..48 saw a write-behind failure");
+    eprintln!("write-behind power cuts with failed programs: {cases} workloads with failures, {total} cut points, {reported} failures reported by failed_behind");
 }
 
 // ----- a random workload against a model ----------------------------------------------------

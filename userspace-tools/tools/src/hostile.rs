@@ -936,30 +936,47 @@ fn payload(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
             f = "namelen";
         }
         rtype::DELETE => {
-            // from = (ino, kind, key) @0, to @17
-            match rng.below(4) {
-                0 => {
-                    put64(d, pl, 0);
-                    put64(d, pl + 17, u64::MAX);
+            // The range's ends. `from` is the payload's first key on the long form (34 bytes)
+            // and the header key (ino @24, kind @40 of the header) on the short ones; `to` is
+            // the payload's last key (ino @0, kind @8, key @9 of its 17 bytes), or the header
+            // key itself on the one-key form (no payload).
+            let hk = r.off;
+            let (from_ino, from_kind, to) = match plen {
+                34 => (pl, pl + 8, Some(pl + 17)),
+                17 => (hk + 24, hk + 40, Some(pl)),
+                _ => (hk + 24, hk + 40, None),
+            };
+            match (rng.below(4), to) {
+                (0, _) => {
+                    put64(d, from_ino, 0);
+                    if let Some(t) = to {
+                        put64(d, t, u64::MAX);
+                    }
                     f = "everything";
                 }
-                1 => {
-                    put64(d, pl, ROOT_INO);
-                    put64(d, pl + 17, ROOT_INO);
-                    d[pl + 8] = 0;
-                    d[pl + 25] = 255;
+                (1, _) => {
+                    put64(d, from_ino, ROOT_INO);
+                    d[from_kind] = 0;
+                    if let Some(t) = to {
+                        put64(d, t, ROOT_INO);
+                        d[t + 8] = 255;
+                    }
                     f = "root";
                 }
-                2 => {
-                    let a = get64(d, pl);
-                    put64(d, pl, a.wrapping_add(1));
-                    put64(d, pl + 17, a.saturating_sub(1));
+                (2, Some(t)) => {
+                    let a = get64(d, from_ino);
+                    put64(d, from_ino, a.wrapping_add(1));
+                    put64(d, t, a.saturating_sub(1));
                     f = "inverted";
                 }
-                _ => {
-                    let v = extreme64(rng, get64(d, pl + 26));
-                    put64(d, pl + 26, v);
+                (_, Some(t)) => {
+                    let v = extreme64(rng, get64(d, t + 9));
+                    put64(d, t + 9, v);
                     f = "tokey";
+                }
+                (_, None) => {
+                    d[from_kind] = rng.below(256) as u8;
+                    f = "kind";
                 }
             }
         }

@@ -598,8 +598,8 @@ pub fn describe_payload(h: &RecHdr, p: &[u8]) -> String {
             _ => "truncated xattr".into(),
         },
         rtype::ORPHAN => format!("orphan inode {}", h.key.key),
-        rtype::DELETE => match (Key::get(&mut r), Key::get(&mut r)) {
-            (Ok(a), Ok(b)) => format!("range {} .. {}", key_str(&a), key_str(&b)),
+        rtype::DELETE => match ferrofs_engine::format::delete_range(h.key, p) {
+            Ok((a, b)) => format!("range {} .. {}", key_str(&a), key_str(&b)),
             _ => "truncated".into(),
         },
         rtype::INDEX => match (r.u8(), r.u16()) {
