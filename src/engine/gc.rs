@@ -407,25 +407,33 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Relocate the records of segments whose program failed (heads in ghost mode and the
-    /// shadow), so that the next checkpoint can retire them.
+    /// shadows), so that the next checkpoint can retire them. A program that fails while a
+    /// shadow's records are written again makes its head ghost in turn: the head leaves that
+    /// segment as another shadow when it fills it (`Log::close_segment`), or here, and the
+    /// loop relocates it next. Only more failed segments at once than [`SHADOWS`] slots, or a
+    /// run of failures the loop's bound does not see end, stop the engine.
+    ///
+    /// [`SHADOWS`]: crate::engine::log::SHADOWS
     pub(super) fn relocate_failed(&mut self) -> Result<()> {
         let mut guard = 0u32;
         loop {
             guard = guard.saturating_add(1);
-            if guard > 16 {
+            if guard > 32 {
                 self.log.failed = true;
                 return Err(Error::Io);
             }
-            if self.log.shadow.is_none() {
-                match self.log.heads.iter().position(|h| h.ghost) {
-                    Some(h) => self.log.ghost_to_shadow(h)?,
+            let pending = self.log.shadows.iter().position(Option::is_some);
+            let k = match pending {
+                Some(k) => k,
+                None => match self.log.heads.iter().position(|h| h.ghost) {
+                    Some(h) => {
+                        self.log.ghost_to_shadow(h)?;
+                        continue;
+                    }
                     None => return Ok(()),
-                }
-            }
-            let seg = match &self.log.shadow {
-                Some(sh) => sh.seg,
-                None => continue,
+                },
             };
+            let seg = self.log.shadows.get(k).and_then(Option::as_ref).map_or(NO_SEG, |sh| sh.seg);
             if seg != NO_SEG {
                 let r = self.move_segment(seg);
                 if r.is_err() {
@@ -433,7 +441,9 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 }
                 r?;
             }
-            self.log.shadow = None;
+            if let Some(sl) = self.log.shadows.get_mut(k) {
+                *sl = None;
+            }
         }
     }
 

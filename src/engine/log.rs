@@ -149,6 +149,11 @@ impl<P: Platform> Head<P> {
     }
 }
 
+/// Failed segments whose records may wait in RAM for their relocation at once: the one being
+/// relocated, and those whose program failed while its records were written again (a head
+/// that fills its segment in ghost mode leaves it as a shadow). More stops the engine.
+pub const SHADOWS: usize = 4;
+
 /// Records of a segment whose program failed, kept in RAM until they are relocated.
 pub struct Shadow<P: Platform> {
     /// The failed segment.
@@ -187,8 +192,8 @@ pub struct Log<P: Platform, F: Flash> {
     pub scratch: P::Vec<u8>,
     /// Flush size (preferred write, multiple of the write unit).
     pub chunk: u32,
-    /// Unprogrammed records of a failed segment awaiting relocation.
-    pub shadow: Option<Shadow<P>>,
+    /// Unprogrammed records of failed segments awaiting relocation (at most [`SHADOWS`]).
+    pub shadows: [Option<Shadow<P>>; SHADOWS],
     /// Bytes appended since the last checkpoint (bounds the roll-forward work at mount).
     pub since_checkpoint: u64,
     /// Segments opened so far (lets long operations notice they consumed free segments).
@@ -304,7 +309,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             failed: false,
             scratch: P::Vec::new(),
             chunk,
-            shadow: None,
+            shadows: [None, None, None, None],
             since_checkpoint: 0,
             opened: 0,
             faults: FaultStats::default(),
@@ -681,10 +686,16 @@ impl<P: Platform, F: Flash> Log<P, F> {
 
     /// Whether a head is in ghost mode or a shadow awaits relocation.
     pub fn has_failed_seg(&self) -> bool {
-        self.shadow.is_some() || self.heads.iter().any(|h| h.ghost)
+        self.shadows.iter().any(Option::is_some) || self.heads.iter().any(|h| h.ghost)
     }
 
-    /// Move ghost head `h`'s records into the shadow and detach the head from its segment.
+    /// The shadow holding failed segment `seg`'s unprogrammed bytes, if any.
+    pub fn shadow_of(&self, seg: u32) -> Option<&Shadow<P>> {
+        self.shadows.iter().flatten().find(|sh| sh.seg == seg && !sh.buf.is_empty())
+    }
+
+    /// Move ghost head `h`'s records into a free shadow slot and detach the head from its
+    /// segment. With every slot taken the engine stops.
     pub fn ghost_to_shadow(&mut self, h: usize) -> Result<()> {
         // failed write-behind programs of the segment join the buffer before the head leaves
         self.settle()?;
@@ -692,10 +703,10 @@ impl<P: Platform, F: Flash> Log<P, F> {
             let hd = self.heads.get(h).ok_or(Error::Invalid)?;
             (hd.seg, hd.buf_start, hd.next)
         };
-        if self.shadow.is_some() {
+        let Some(slot) = self.shadows.iter().position(Option::is_none) else {
             self.failed = true;
             return Err(Error::Io);
-        }
+        };
         let buf = {
             let hd = self.heads.get_mut(h).ok_or(Error::Invalid)?;
             let b = core::mem::replace(&mut hd.buf, P::Vec::new());
@@ -706,7 +717,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
             hd.buf_start = 0;
             b
         };
-        self.shadow = Some(Shadow { seg, start, buf });
+        if let Some(sl) = self.shadows.get_mut(slot) {
+            *sl = Some(Shadow { seg, start, buf });
+        }
         if seg != NO_SEG {
             self.seg_mut(seg)?.state = segstate::FULL;
             // a program failed there: nothing more is written to it
@@ -1488,7 +1501,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             return Err(Error::Corrupt);
         }
         let mut flash_end = end;
-        // (source: head index or NUM_HEADS for the shadow, start of its buffer)
+        // (source: head index or NUM_HEADS + k for shadow slot k, start of its buffer)
         let mut from_buf: Option<(usize, u32)> = None;
         for (i, h) in self.heads.iter().enumerate() {
             if h.seg == seg && !h.buf.is_empty() && end > h.buf_start {
@@ -1496,10 +1509,11 @@ impl<P: Platform, F: Flash> Log<P, F> {
                 from_buf = Some((i, h.buf_start));
             }
         }
-        if let Some(sh) = &self.shadow {
+        for (k, sh) in (0..SHADOWS).zip(self.shadows.iter()) {
+            let Some(sh) = sh else { continue };
             if sh.seg == seg && !sh.buf.is_empty() && end > sh.start && from_buf.is_none() {
                 flash_end = flash_end.min(sh.start.max(off));
-                from_buf = Some((NUM_HEADS, sh.start));
+                from_buf = Some((NUM_HEADS.saturating_add(k), sh.start));
             }
         }
         if flash_end > off {
@@ -1508,8 +1522,9 @@ impl<P: Platform, F: Flash> Log<P, F> {
             self.read_medium(seg, off, part, live)?;
         }
         if let Some((h, bstart)) = from_buf {
-            let src_buf = if h == NUM_HEADS {
-                self.shadow.as_ref().map(|s| s.buf.as_slice()).ok_or(Error::Corrupt)?
+            let src_buf = if h >= NUM_HEADS {
+                let k = h.saturating_sub(NUM_HEADS);
+                self.shadows.get(k).and_then(Option::as_ref).map(|s| s.buf.as_slice()).ok_or(Error::Corrupt)?
             } else {
                 self.heads.get(h).ok_or(Error::Corrupt)?.buf.as_slice()
             };
@@ -1820,7 +1835,7 @@ impl<P: Platform, F: Flash> Log<P, F> {
             // up to the end of the write unit holding the scan's end (never below the request)
             stop = stop.min(u64::from(at).div_ceil(u64::from(wu)).saturating_mul(u64::from(wu)).max(end));
         }
-        if let Some(sh) = self.shadow.as_ref().filter(|sh| sh.seg == seg && !sh.buf.is_empty()) {
+        if let Some(sh) = self.shadow_of(seg) {
             stop = stop.min(u64::from(sh.start));
         }
         // What the window holds from `start` on is kept, and only what follows it is read: a

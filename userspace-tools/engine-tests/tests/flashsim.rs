@@ -270,10 +270,12 @@ fn nandsim_power_cuts_after_failed_programs() {
         for seg in ((2 + k as u32 % 6)..48).step_by(6) {
             tpl.fail_program(seg, if seg % 2 == 0 { 5 } else { 40 }, 0).unwrap();
         }
-        // A second failure while a failed segment is relocated, or more than 8 failed
-        // segments in one checkpoint, stops the engine (fail-stop, `relocate_failed`,
-        // `checkpoint_write`) without any cut: those workloads have no uncut state to check
-        // cuts against.
+        // More failed segments waiting at once than `log::SHADOWS`, or more than 8 in one
+        // checkpoint, would stop the engine (fail-stop, `relocate_failed`,
+        // `checkpoint_write`) without any cut: such a workload has no uncut state to check
+        // cuts against. None of these 48 does. Workload 35 has a second failure while the
+        // records of a failed segment are relocated: until the log kept up to 4 shadows, that
+        // stopped the engine (47 of 48 ran).
         let mut fs = E::<NandSim>::mount(tpl.clone(), opts()).map_err(|e| e.0).unwrap();
         let ops = workload(7100 + k);
         if ops.iter().enumerate().any(|(i, op)| apply_fs(&mut fs, op, i as i64 + 10).is_err()) {
@@ -287,5 +289,5 @@ fn nandsim_power_cuts_after_failed_programs() {
         total += enumerate(tpl, 7100 + k, plan, &format!("failed programs {k} {effect:?}"));
     }
     eprintln!("power cuts after failed programs: {cases} workloads, {total} cut points; fail-stopped without a cut: {stopped:?}");
-    assert!(cases >= 44, "only {cases} of 48 workloads ran without a fail-stop: {stopped:?}");
+    assert!(stopped.is_empty(), "workloads that stopped the engine without a cut: {stopped:?}");
 }
