@@ -6,7 +6,7 @@ use crate::engine::codec::{Reader, Writer};
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, name_hash, rtype, FileType, Inode, Key, Loc, Timespec, FLAG_CONT, HEAD_META, NAME_MAX, REC_HDR,
+    kind, name_hash, rtype, FileType, Inode, Key, Loc, Timespec, FEATURE_INCOMPAT_LEAN_DELETE, FLAG_CONT, HEAD_META, NAME_MAX, REC_HDR,
     S_IFDIR, S_IFLNK, S_IFMT, SYMLINK_MAX,
 };
 use crate::engine::fs::{Engine, ROOT_INO};
@@ -565,14 +565,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     }
 
     /// Store `t`, which just lost a link. With links left, its inode record. Without, only its
-    /// orphan entry: an inode on the orphan list has no links whatever its record says
-    /// (format.md section 5), so its record is not rewritten with `nlink` 0 (one record less
-    /// per unlink: 136 of 482 bytes). The new `nlink` and `ctime` go to the inode cache, under
-    /// the record's location, and a getattr that misses it applies the rule
-    /// ([`Engine::getattr_cached`]); the ctime of an unlinked inode is the VFS's to keep.
+    /// orphan entry on a volume with lean deletions (`FEATURE_INCOMPAT_LEAN_DELETE`): an inode
+    /// on the orphan list has no links whatever its record says (format.md 3.3), so its record
+    /// is not rewritten with `nlink` 0 (one record less per unlink: 136 of 482 bytes). The new
+    /// `nlink` and `ctime` go to the inode cache, under the record's location, and a getattr
+    /// that misses it applies the rule ([`Engine::getattr_cached`]); the ctime of an unlinked
+    /// inode is the VFS's to keep. Without the bit, the record with `nlink` 0, then the entry.
     fn drop_link(&mut self, t: &Inode, flags: u8) -> Result<()> {
         if t.nlink != 0 {
             return self.write_inode(t, flags);
+        }
+        if self.sb.incompat & FEATURE_INCOMPAT_LEAN_DELETE == 0 {
+            self.write_inode(t, FLAG_CONT)?;
+            return self.add_orphan(t.ino, flags);
         }
         self.add_orphan(t.ino, flags)?;
         if let Some(loc) = self.idx_get(&Key::new(t.ino, kind::INODE, 0))? {

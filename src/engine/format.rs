@@ -43,13 +43,16 @@ pub const FEATURE_INCOMPAT_HASHED_DIRS: u64 = 1;
 /// data group record (`rtype::DGROUP`, format.md section 8), and the superblock carries the
 /// data alignment (`Superblock::data_align`, extension part at `SB_SIZE + 16`).
 pub const FEATURE_INCOMPAT_ALIGNED_DATA: u64 = 2;
-/// Incompatible feature bit 2: DELETE records may carry a short payload (format.md section 3):
-/// none for a single key (the header's), only the last key of a range otherwise. Set by
-/// `format`; an engine writes the short forms only on a volume with the bit, and reads all three.
-pub const FEATURE_INCOMPAT_SHORT_DELETE: u64 = 4;
+/// Incompatible feature bit 2, lean deletions (format.md 3.3): DELETE records may carry a short
+/// payload (none for a single key, the header's; only the last key of a range otherwise), and
+/// the last unlink leaves the inode record as it was, the orphan entry alone saying the inode
+/// has no links. Set by `format`; an engine writes either only on a volume with the bit, and
+/// reads all three DELETE forms and applies the orphan rule on any volume (where the bit is not
+/// set, an orphan's record says `nlink` 0 anyway).
+pub const FEATURE_INCOMPAT_LEAN_DELETE: u64 = 4;
 /// All incompatible features this engine supports.
 pub const FEATURE_INCOMPAT_SUPPORTED: u64 =
-    FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA | FEATURE_INCOMPAT_SHORT_DELETE;
+    FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA | FEATURE_INCOMPAT_LEAN_DELETE;
 /// Smallest data alignment (`Superblock::data_align`).
 pub const DATA_ALIGN_MIN: u32 = 512;
 /// Largest data alignment: one block.
@@ -175,7 +178,7 @@ impl Key {
 
 /// The inclusive key range a DELETE record names, from its header key and its payload: an
 /// empty payload deletes the header key alone, one key deletes from the header key to it, two
-/// keys (the long form, the only one without `FEATURE_INCOMPAT_SHORT_DELETE`) name both ends.
+/// keys (the long form, the only one without `FEATURE_INCOMPAT_LEAN_DELETE`) name both ends.
 /// Any other length is `Corrupt`.
 pub fn delete_range(hkey: Key, payload: &[u8]) -> Result<(Key, Key)> {
     let mut r = Reader::new(payload);
@@ -188,7 +191,7 @@ pub fn delete_range(hkey: Key, payload: &[u8]) -> Result<(Key, Key)> {
 }
 
 /// Encode the payload of a DELETE record of `a..=b` (its header key is `a`) into `p`; returns
-/// the payload's length. `short`: the volume has `FEATURE_INCOMPAT_SHORT_DELETE`.
+/// the payload's length. `short`: the volume has `FEATURE_INCOMPAT_LEAN_DELETE`.
 pub fn put_delete(a: Key, b: Key, short: bool, p: &mut [u8; 2 * Key::SIZE]) -> Result<usize> {
     let mut w = Writer::new(p);
     if !short {

@@ -7,7 +7,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
     segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, DATA_ALIGN_MAX, DATA_ALIGN_MIN, FEATURE_COMPAT,
-    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_ALIGNED_DATA, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_SHORT_DELETE,
+    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_ALIGNED_DATA, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_LEAN_DELETE,
     FEATURE_INCOMPAT_SUPPORTED,
     FEATURE_RO_COMPAT_SUPPORTED, FORMAT_VERSION, LOC_ALIGNED, MAX_CP_SEGS, NO_SEG, NUM_HEADS, OPEN_SEGMENTS_MAX,
     OPEN_SEGMENTS_MIN, SB_FULL_SIZE, SEGINFO_SIZE, SEGTAB_ENTRIES, S_IFDIR,
@@ -349,7 +349,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             version: FORMAT_VERSION,
             compat,
             incompat: FEATURE_INCOMPAT_HASHED_DIRS
-                | FEATURE_INCOMPAT_SHORT_DELETE
+                | FEATURE_INCOMPAT_LEAN_DELETE
                 | if data_align != 0 { FEATURE_INCOMPAT_ALIGNED_DATA } else { 0 },
             ro_compat: 0,
             kind: match geo.kind {

@@ -4,7 +4,7 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::flash::Flash;
 use crate::engine::format::{
-    kind, put_delete, rtype, Inode, Key, Loc, BLOCK_SIZE, FEATURE_INCOMPAT_SHORT_DELETE, HEAD_META, INODE_SIZE, REC_HDR,
+    kind, put_delete, rtype, Inode, Key, Loc, BLOCK_SIZE, FEATURE_INCOMPAT_LEAN_DELETE, HEAD_META, INODE_SIZE, REC_HDR,
 };
 use crate::engine::fs::Engine;
 use crate::engine::platform::{FallibleVec, Platform};
@@ -85,7 +85,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// Append a DELETE record for `[a, b]` to the metadata head and apply it.
     pub(crate) fn delete_range(&mut self, a: Key, b: Key, flags: u8) -> Result<()> {
         let mut p = [0u8; 2 * Key::SIZE];
-        let short = self.sb.incompat & FEATURE_INCOMPAT_SHORT_DELETE != 0;
+        let short = self.sb.incompat & FEATURE_INCOMPAT_LEAN_DELETE != 0;
         let n = put_delete(a, b, short, &mut p)?;
         self.log.append(HEAD_META, rtype::DELETE, flags, a, p.get(..n).ok_or(Error::Invalid)?)?;
         self.idx_del_range(a, b)
