@@ -1,8 +1,8 @@
 //! Deletion on a filesystem filled to ENOSPC: whatever filled it (big files, many small files
-//! in directories, a few files overwritten at random), on every geometry and replay window,
-//! unlink + evict, truncate to 0 and rmdir must succeed, the space must come back, and the
-//! filesystem must stay consistent across remounts (docs/design.md "Space, garbage collection,
-//! wear": what guarantees deletion).
+//! in directories, a few files overwritten at random, big xattrs rewritten at random), on every
+//! geometry and replay window, unlink + evict, truncate to 0 and rmdir must succeed with a few
+//! checkpoints at most, the space must come back, and the filesystem must stay consistent
+//! across remounts (docs/design.md "Space, garbage collection, wear": what guarantees deletion).
 
 use ferrofs_engine::format::S_IFDIR;
 use ferrofs_engine::{Error, FormatOptions, MountOptions, SetAttr, ROOT_INO};
@@ -160,10 +160,12 @@ fn delete_all(mut fs: Fs, g: &Geo, names: &Names, what: &str) {
     let cap = fs.statfs().blocks;
     let full = fs.statfs().blocks_free;
     let half = names.len() / 2;
+    let mut most_cps = 0;
     for (k, (dir, name, ino, is_dir)) in names.iter().rev().enumerate() {
         if k == half {
             fs = remount_with(fs, g);
         }
+        let cps = fs.stats().checkpoints;
         let ctx = format!("{what} {g:?}: {} of {} ({name})", k + 1, names.len());
         if *is_dir {
             fs.rmdir(*dir, name.as_bytes(), ts(4)).unwrap_or_else(|e| panic!("rmdir {ctx}: {e:?}"));
@@ -175,7 +177,14 @@ fn delete_all(mut fs: Fs, g: &Geo, names: &Names, what: &str) {
             fs.unlink(*dir, name.as_bytes(), ts(4)).unwrap_or_else(|e| panic!("unlink {ctx}: {e:?}"));
         }
         fs.evict(*ino).unwrap_or_else(|e| panic!("evict {ctx}: {e:?}"));
+        most_cps = most_cps.max(fs.stats().checkpoints - cps);
     }
+    eprintln!("{what} {g:?}: {} deletions, at most {most_cps} checkpoints in one", names.len());
+    // A deletion frees room: the GC it needs ends after a cleaning cycle's checkpoints (two when
+    // victims emptied since the last one wait, `checkpoint_to_free`) or its two checkpoints that
+    // gained nothing. 2 at most is what every fill here takes; a GC walking on towards its guard
+    // (two rounds per log segment) would take hundreds.
+    assert!(most_cps <= 4, "{what} {g:?}: a deletion took {most_cps} checkpoints");
     let mut fs = remount_with(fs, g);
     assert_consistent(&mut fs);
     let st = fs.statfs();
@@ -188,6 +197,70 @@ fn delete_all(mut fs: Fs, g: &Geo, names: &Names, what: &str) {
     let mut fs = remount_with(fs, g);
     assert_eq!(fs.lookup(ROOT_INO, b"again").unwrap().size, want);
     assert_consistent(&mut fs);
+}
+
+/// Files holding one xattr of 55 to 90 % of a segment (at most 60 000 bytes, and at most
+/// `Engine::xattr_value_max`) until `NoSpace`,
+/// then the xattrs rewritten at random with new sizes (twice the device, refused or not), then
+/// new files and data on to `NoSpace` again. Such
+/// records pack badly: one or two fit a segment, and what is left of it is dead or too small
+/// for the next, so the GC gains less per victim than with block records.
+fn fill_xattrs(fs: &mut Fs, names: &mut Names, dev_bytes: u64) {
+    use ferrofs_engine::Flash;
+    let seg = u64::from(fs.flash().geometry().segment_size);
+    let mut rng = Rng::new(17);
+    let mut val = vec![0u8; 60_000];
+    let vmax = fs.xattr_value_max().min(60_000) as u64;
+    let size = |rng: &mut Rng| (seg * (55 + rng.below(36)) / 100).min(vmax) as usize;
+    let mut inos = Vec::new();
+    for i in 0.. {
+        let name = format!("x{i}");
+        let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
+            Ok(f) => f,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("create: {e:?}"),
+        };
+        names.push((ROOT_INO, name, f.ino, false));
+        let n = size(&mut rng);
+        rng.fill(&mut val[..16]);
+        match fs.setxattr(f.ino, b"user.big", &val[..n], 0, ts(1)) {
+            Ok(()) => inos.push(f.ino),
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("setxattr: {e:?}"),
+        }
+    }
+    assert!(inos.len() > 2, "only {} xattrs", inos.len());
+    let mut written = 0u64;
+    while written < 2 * dev_bytes {
+        let ino = inos[rng.below(inos.len() as u64) as usize];
+        let n = size(&mut rng);
+        rng.fill(&mut val[..16]);
+        match fs.setxattr(ino, b"user.big", &val[..n], 0, ts(2)) {
+            Ok(()) | Err(Error::NoSpace) => {}
+            Err(e) => panic!("setxattr: {e:?}"),
+        }
+        written += n as u64;
+    }
+    // then on to `NoSpace`: new files with big xattrs, the last one's data written until refused
+    let chunk = vec![0x3Cu8; 64 << 10];
+    for i in 0.. {
+        let name = format!("y{i}");
+        let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(3)) {
+            Ok(f) => f,
+            Err(Error::NoSpace) => return,
+            Err(e) => panic!("create: {e:?}"),
+        };
+        names.push((ROOT_INO, name, f.ino, false));
+        let n = size(&mut rng);
+        match fs.setxattr(f.ino, b"user.big", &val[..n], 0, ts(3)) {
+            Ok(()) => {}
+            Err(Error::NoSpace) => {
+                assert!(!write_up_to(fs, f.ino, dev_bytes, &chunk), "wrote the device's size");
+                return;
+            }
+            Err(e) => panic!("setxattr: {e:?}"),
+        }
+    }
 }
 
 fn run(what: &str, fill: fn(&mut Fs, &mut Names, u64)) {
@@ -221,4 +294,9 @@ fn delete_after_filling_with_small_files_in_directories() {
 #[test]
 fn delete_after_filling_and_overwriting_at_random() {
     run("overwrites", fill_overwrite);
+}
+
+#[test]
+fn delete_after_filling_with_big_xattrs_rewritten_at_random() {
+    run("big xattrs", fill_xattrs);
 }
