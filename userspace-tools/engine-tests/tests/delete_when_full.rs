@@ -214,19 +214,11 @@ fn fill_xattrs(fs: &mut Fs, names: &mut Names, dev_bytes: u64) {
     let size = |rng: &mut Rng| (seg * (55 + rng.below(36)) / 100).min(vmax) as usize;
     let mut inos = Vec::new();
     for i in 0.. {
-        let name = format!("x{i}");
-        let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(1)) {
-            Ok(f) => f,
-            Err(Error::NoSpace) => break,
-            Err(e) => panic!("create: {e:?}"),
-        };
-        names.push((ROOT_INO, name, f.ino, false));
         let n = size(&mut rng);
         rng.fill(&mut val[..16]);
-        match fs.setxattr(f.ino, b"user.big", &val[..n], 0, ts(1)) {
-            Ok(()) => inos.push(f.ino),
-            Err(Error::NoSpace) => break,
-            Err(e) => panic!("setxattr: {e:?}"),
+        match xattr_file(fs, names, format!("x{i}"), &val[..n], 1) {
+            Some((ino, true)) => inos.push(ino),
+            _ => break,
         }
     }
     assert!(inos.len() > 2, "only {} xattrs", inos.len());
@@ -244,22 +236,31 @@ fn fill_xattrs(fs: &mut Fs, names: &mut Names, dev_bytes: u64) {
     // then on to `NoSpace`: new files with big xattrs, the last one's data written until refused
     let chunk = vec![0x3Cu8; 64 << 10];
     for i in 0.. {
-        let name = format!("y{i}");
-        let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(3)) {
-            Ok(f) => f,
-            Err(Error::NoSpace) => return,
-            Err(e) => panic!("create: {e:?}"),
-        };
-        names.push((ROOT_INO, name, f.ino, false));
         let n = size(&mut rng);
-        match fs.setxattr(f.ino, b"user.big", &val[..n], 0, ts(3)) {
-            Ok(()) => {}
-            Err(Error::NoSpace) => {
-                assert!(!write_up_to(fs, f.ino, dev_bytes, &chunk), "wrote the device's size");
+        match xattr_file(fs, names, format!("y{i}"), &val[..n], 3) {
+            Some((_, true)) => {}
+            Some((ino, false)) => {
+                assert!(!write_up_to(fs, ino, dev_bytes, &chunk), "wrote the device's size");
                 return;
             }
-            Err(e) => panic!("setxattr: {e:?}"),
+            None => return,
         }
+    }
+}
+
+/// A new file `name` in the root holding `user.big` = `value`: `None` when the create gets
+/// `NoSpace`, else its inode and whether the xattr was stored (false: `NoSpace`).
+fn xattr_file(fs: &mut Fs, names: &mut Names, name: String, value: &[u8], t: i64) -> Option<(u64, bool)> {
+    let f = match fs.create(ROOT_INO, name.as_bytes(), &reg(), ts(t)) {
+        Ok(f) => f,
+        Err(Error::NoSpace) => return None,
+        Err(e) => panic!("create: {e:?}"),
+    };
+    names.push((ROOT_INO, name, f.ino, false));
+    match fs.setxattr(f.ino, b"user.big", value, 0, ts(t)) {
+        Ok(()) => Some((f.ino, true)),
+        Err(Error::NoSpace) => Some((f.ino, false)),
+        Err(e) => panic!("setxattr: {e:?}"),
     }
 }
 
