@@ -46,6 +46,26 @@ impl<'a> Reader<'a> {
         a.copy_from_slice(self.bytes(8)?);
         Ok(u64::from_le_bytes(a))
     }
+    /// Read an unsigned LEB128 varint of at most 10 bytes whose value fits in 64 bits.
+    pub fn uvar(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0u32..70).step_by(7) {
+            let b = self.u8()?;
+            let part = u64::from(b & 0x7f);
+            if shift == 63 && part > 1 {
+                return Err(Error::Corrupt);
+            }
+            v |= part.wrapping_shl(shift);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Error::Corrupt)
+    }
+    /// Read a varint (see [`Reader::uvar`]) that must fit in 32 bits.
+    pub fn uvar32(&mut self) -> Result<u32> {
+        u32::try_from(self.uvar()?).map_err(|_| Error::Corrupt)
+    }
     /// Read a little-endian i64.
     pub fn i64(&mut self) -> Result<i64> {
         let mut a = [0u8; 8];
@@ -95,6 +115,14 @@ impl<'a> Writer<'a> {
     /// Append a little-endian i64.
     pub fn i64(&mut self, v: i64) -> Result<()> {
         self.bytes(&v.to_le_bytes())
+    }
+    /// Append an unsigned LEB128 varint (1 to 10 bytes).
+    pub fn uvar(&mut self, mut v: u64) -> Result<()> {
+        while v >= 0x80 {
+            self.u8((v & 0x7f) as u8 | 0x80)?;
+            v >>= 7;
+        }
+        self.u8(v as u8)
     }
 }
 

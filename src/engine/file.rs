@@ -252,12 +252,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if i.mode & S_IFMT == S_IFLNK {
             return Err(Error::Invalid);
         }
-        // short write when the filesystem is nearly full
-        let room = self
-            .capacity_bytes()
-            .saturating_sub(self.committed_bytes())
-            .saturating_sub(self.reserved)
-            .saturating_sub(4096);
+        // short write when the filesystem is nearly full (after a checkpoint, when the dirty
+        // index nodes counted at their largest are what makes it short: `check_capacity`)
+        let mut room = self.write_room();
+        if (data.len() as u64) > room && self.commit_for_room()? {
+            room = self.write_room();
+        }
         let fit = if (data.len() as u64) <= room { data.len() } else { self.write_fit(&i, off, data.len(), room)? };
         if fit == 0 && !data.is_empty() {
             return Err(Error::NoSpace);
@@ -343,6 +343,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// the old record dies, the live bytes do not grow, and the filesystem keeps the dead
     /// space the capacity leaves for the GC), every other byte costs one byte of `room`, as
     /// before. Ends at the first byte that does not fit.
+    /// Bytes a write may still add (the capacity less what is committed and reserved, less a
+    /// block's slack for the records around the data).
+    fn write_room(&self) -> u64 {
+        self.capacity_bytes().saturating_sub(self.committed_bytes()).saturating_sub(self.reserved).saturating_sub(4096)
+    }
+
     fn write_fit(&mut self, i: &Inode, off: u64, len: usize, room: u64) -> Result<usize> {
         let mut left = room;
         let mut done = 0usize;
@@ -350,7 +356,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let pos = off.saturating_add(done as u64);
             let blk = pos / BS;
             let bo = (pos % BS) as usize;
-            let take = (BS as usize - bo).min(len - done);
+            let take = (BS as usize).saturating_sub(bo).min(len.saturating_sub(done));
             // what `write_op` writes for this block: the old payload (up to EOF) with the new
             // bytes over it, as one DATA record
             let free = match self.idx_get(&Key::new(i.ino, kind::DATA, blk))? {
@@ -363,12 +369,12 @@ impl<P: Platform, F: Flash> Engine<P, F> {
                 None => false,
             };
             if free {
-                done += take;
+                done = done.saturating_add(take);
                 continue;
             }
             let k = (take as u64).min(left) as usize;
-            done += k;
-            left -= k as u64;
+            done = done.saturating_add(k);
+            left = left.saturating_sub(k as u64);
             if k < take {
                 break;
             }

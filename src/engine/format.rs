@@ -50,9 +50,19 @@ pub const FEATURE_INCOMPAT_ALIGNED_DATA: u64 = 2;
 /// reads all three DELETE forms and applies the orphan rule on any volume (where the bit is not
 /// set, an orphan's record says `nlink` 0 anyway).
 pub const FEATURE_INCOMPAT_LEAN_DELETE: u64 = 4;
+/// Incompatible feature bit 3, compact index leaves (format.md 3.4): a leaf node may be
+/// written in the compact encoding (first byte [`INDEX_COMPACT_LEAF`]: each entry's key and
+/// location as a flags byte and variable-length differences from the entry before it). Set by
+/// `format`; an engine writes compact leaves only on a volume with the bit, and reads both
+/// encodings on any volume.
+pub const FEATURE_INCOMPAT_COMPACT_INDEX: u64 = 8;
 /// All incompatible features this engine supports.
-pub const FEATURE_INCOMPAT_SUPPORTED: u64 =
-    FEATURE_INCOMPAT_HASHED_DIRS | FEATURE_INCOMPAT_ALIGNED_DATA | FEATURE_INCOMPAT_LEAN_DELETE;
+pub const FEATURE_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_HASHED_DIRS
+    | FEATURE_INCOMPAT_ALIGNED_DATA
+    | FEATURE_INCOMPAT_LEAN_DELETE
+    | FEATURE_INCOMPAT_COMPACT_INDEX;
+/// First byte of a compact leaf node's payload (in place of the level, which is 0).
+pub const INDEX_COMPACT_LEAF: u8 = 0x80;
 /// Smallest data alignment (`Superblock::data_align`).
 pub const DATA_ALIGN_MIN: u32 = 512;
 /// Largest data alignment: one block.

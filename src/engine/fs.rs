@@ -7,7 +7,7 @@ use crate::engine::error::{Error, Result};
 use crate::engine::flash::{Flash, FlashKind, ReadStatus};
 use crate::engine::format::{
     segstate, Inode, Loc, SegInfo, Stats, Superblock, Timespec, CP_HDR_SIZE, DATA_ALIGN_MAX, DATA_ALIGN_MIN, FEATURE_COMPAT,
-    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_ALIGNED_DATA, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_LEAN_DELETE,
+    FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, FEATURE_INCOMPAT_ALIGNED_DATA, FEATURE_INCOMPAT_HASHED_DIRS, FEATURE_INCOMPAT_LEAN_DELETE, FEATURE_INCOMPAT_COMPACT_INDEX,
     FEATURE_INCOMPAT_SUPPORTED,
     FEATURE_RO_COMPAT_SUPPORTED, FORMAT_VERSION, LOC_ALIGNED, MAX_CP_SEGS, NO_SEG, NUM_HEADS, OPEN_SEGMENTS_MAX,
     OPEN_SEGMENTS_MIN, SB_FULL_SIZE, SEGINFO_SIZE, SEGTAB_ENTRIES, S_IFDIR,
@@ -350,6 +350,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             compat,
             incompat: FEATURE_INCOMPAT_HASHED_DIRS
                 | FEATURE_INCOMPAT_LEAN_DELETE
+                | FEATURE_INCOMPAT_COMPACT_INDEX
                 | if data_align != 0 { FEATURE_INCOMPAT_ALIGNED_DATA } else { 0 },
             ro_compat: 0,
             kind: match geo.kind {
@@ -684,9 +685,11 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         if opts.checkpoint_log_bytes == 0 {
             opts.checkpoint_log_bytes = default_checkpoint_log_bytes(log.flash.geometry().kind);
         }
+        let mut tree = Tree::new(cache_nodes);
+        tree.set_compact(sb.incompat & FEATURE_INCOMPAT_COMPACT_INDEX != 0);
         Engine {
             log,
-            tree: Tree::new(cache_nodes),
+            tree,
             sb,
             next_ino: ROOT_INO + 1,
             cp_area: 0,

@@ -70,6 +70,13 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         // the guard ran out (two per log segment: 2048 checkpoints, 127 MB programmed on a
         // 32 MiB device) at every failing operation.
         let mut stale = 0u32;
+        // The most free segments those checkpoints reached: one counts as a gain only above it.
+        // A checkpoint's own records may open a segment or not depending on where the metadata
+        // head stands (compact index leaves vary in size), so free segments can go up and down
+        // by one from checkpoint to checkpoint, each rise looking like a gain: without the
+        // high-water mark a full volume of badly packing records checkpointed until the guard
+        // (2 046 checkpoints on 16 KiB segments of 2 KiB pages, enospc.rs).
+        let mut best = 0u32;
         // Cleaning cycles: victims moved, then the checkpoint that frees them (a victim's
         // segment is reusable only once a checkpoint no longer needs it: `SEG_DEAD_CP`). At the
         // end of each cycle (the first checkpoint after a victim) the room made (`gc_room`) is
@@ -118,7 +125,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             let pending = self.pending_free();
             if pending > 0 && stale == 0 && (free.saturating_add(pending) >= high || free <= self.cp_margin()) {
-                stale = self.checkpoint_stale(free, stale)?;
+                stale = self.checkpoint_stale(free, stale, &mut best)?;
                 worked = true;
                 continue;
             }
@@ -128,13 +135,14 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             let max_live = if need { GC_MAX_LIVE } else { self.ahead_max_live() };
             if flat || !self.gc_once(false, max_live, need)? {
                 if need && pending > 0 && stale < 2 {
-                    stale = self.checkpoint_stale(free, stale)?;
+                    stale = self.checkpoint_stale(free, stale, &mut best)?;
                     worked = true;
                     continue;
                 }
                 return if free >= min_free { Ok(()) } else { Err(Error::NoSpace) };
             }
             stale = 0;
+            best = 0;
             worked = true;
             moved = true;
         }
@@ -158,15 +166,19 @@ impl<P: Platform, F: Flash> Engine<P, F> {
 
     /// A checkpoint of the foreground GC, taken with `free` segments free: returns the new
     /// count of checkpoints in a row that gained nothing (`stale` + 1 when the free segments
-    /// did not grow, else 0).
-    fn checkpoint_stale(&mut self, free: u32, stale: u32) -> Result<u32> {
+    /// did not grow above both `free` and `best`, the most the checkpoints since the last
+    /// victim reached, which it updates; else 0).
+    fn checkpoint_stale(&mut self, free: u32, stale: u32, best: &mut u32) -> Result<u32> {
         self.checkpoint_to_free()?;
-        Ok(if self.log.free_count() <= free { stale.saturating_add(1) } else { 0 })
+        let now = self.log.free_count();
+        let gained = now > free.max(*best);
+        *best = (*best).max(now);
+        Ok(if gained { 0 } else { stale.saturating_add(1) })
     }
 
     /// Segments the foreground GC frees per checkpoint, and how far ahead of need it starts
     /// cleaning: grows with what a checkpoint writes (its segment table) and with the device
-    /// (1/64 of the log segments, a small part of the 1/8 kept out of the capacity).
+    /// (1/64 of the log segments, a small part of the 3/32 kept out of the capacity).
     pub(crate) fn gc_batch(&self) -> u32 {
         let fixed = GC_BATCH.saturating_add(self.segtab_segments().saturating_mul(4));
         let scaled = (self.main_segments() / 64).min(u64::from(u32::MAX)) as u32;
@@ -529,7 +541,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
             }
             rtype::DGROUP => self.gc_group(loc, rec.as_slice().get(REC_HDR..).ok_or(Error::Corrupt)?),
             rtype::INDEX => {
-                let level = *rec.as_slice().get(REC_HDR).ok_or(Error::Corrupt)?;
+                let level = crate::engine::index::node_level(*rec.as_slice().get(REC_HDR).ok_or(Error::Corrupt)?);
                 if self.tree.node_live(&mut self.log, loc, &h.key, level, true)? {
                     self.log.stats.gc_records = self.log.stats.gc_records.saturating_add(1);
                 }

@@ -14,7 +14,7 @@ mod cache;
 mod mutate;
 mod node;
 
-pub use node::{MAX_ENTRIES, MAX_LEVEL, NODE_MAX_BYTES};
+pub use node::{decode_node, encode_compact_leaf, node_level, COMPACT_WORST, MAX_ENTRIES, MAX_LEVEL, NODE_MAX_BYTES};
 
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Key, Loc};
@@ -47,6 +47,8 @@ pub struct Tree<P: Platform> {
     dirty_limit: usize,
     dirty: usize,
     replay: bool,
+    /// Leaves are written in the compact encoding (`FEATURE_INCOMPAT_COMPACT_INDEX`).
+    compact: bool,
     buf: P::Vec<u8>,
 }
 
@@ -66,6 +68,7 @@ impl<P: Platform> Tree<P> {
             dirty_limit: capacity / 2,
             dirty: 0,
             replay: false,
+            compact: false,
             buf: P::Vec::new(),
         }
     }
@@ -74,6 +77,12 @@ impl<P: Platform> Tree<P> {
     /// the rest stays evictable for lookups).
     pub fn set_dirty_limit(&mut self, limit: usize) {
         self.dirty_limit = limit.min(self.capacity / 4 * 3).max(1);
+    }
+
+    /// Write leaves in the compact encoding (the volume has `FEATURE_INCOMPAT_COMPACT_INDEX`);
+    /// both encodings are read whatever this says.
+    pub fn set_compact(&mut self, on: bool) {
+        self.compact = on;
     }
 
     /// The dirty-node count at which a commit is asked for.

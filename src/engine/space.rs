@@ -8,6 +8,13 @@ use crate::engine::index::NODE_MAX_BYTES;
 use crate::engine::fs::{Engine, StatFs};
 use crate::engine::platform::Platform;
 
+/// The part of the log offered to users: `OFFER_NUM / OFFER_DEN` (29/32) of what the log
+/// segments left after the reserves hold ([`Engine::capacity_bytes`]); the other 3/32 stay dead
+/// space the GC reclaims on a full filesystem (its over-provisioning).
+pub const OFFER_NUM: u64 = 29;
+/// See [`OFFER_NUM`].
+pub const OFFER_DEN: u64 = 32;
+
 /// Segments always kept free for the metadata, the GC and the checkpoint of a full filesystem.
 pub const RESERVE_SEGS: u32 = 6;
 
@@ -20,21 +27,23 @@ pub(crate) const DIRTY_NODE: u64 = NODE_MAX_BYTES as u64 + REC_HDR as u64;
 
 impl<P: Platform, F: Flash> Engine<P, F> {
     /// Bytes of user-visible capacity (data + metadata) allowed before writes fail with NoSpace:
-    /// 7/8 of the log segments left after the reserves, counted in what a segment of DATA
-    /// records holds ([`Engine::data_fill`]). Records never span segments, so a segment holds
-    /// only whole block records: on 16 KiB segments three (76 % of it), on 32 KiB seven (88 %),
-    /// on 128 KiB thirty-one (98 %). Counted in raw segment bytes, the 7/8 left a filesystem of block
-    /// records on 16 KiB segments no dead space at all: the fill ended only when the GC gave up,
-    /// with the free segments at the floor, and a deletion then found `NoSpace`. Counted this
-    /// way, a full filesystem keeps 1/8 of what its used segments can hold as dead space the
-    /// GC can reclaim, whatever the segment size. The write-back budget hands out the same
-    /// figure ([`Engine::budget_avail`]).
+    /// 29/32 ([`OFFER_NUM`] / [`OFFER_DEN`]) of the log segments left after the reserves,
+    /// counted in what a segment of DATA records holds ([`Engine::data_fill`]). Records never
+    /// span segments, so a segment holds only whole block records: on 16 KiB segments three
+    /// (76 % of it), on 32 KiB seven (88 %), on 128 KiB thirty-one (98 %). Counted in raw
+    /// segment bytes, the offered part left a filesystem of block records on 16 KiB segments no
+    /// dead space at all: the fill ended only when the GC gave up, with the free segments at
+    /// the floor, and a deletion then found `NoSpace`. Counted this way, a full filesystem
+    /// keeps 3/32 of what its used segments can hold as dead space the GC can reclaim, whatever
+    /// the segment size. The write-back budget hands out the same figure
+    /// ([`Engine::budget_avail`]). The part was 7/8 until compact index leaves cut the
+    /// metadata's write amplification (docs/benchmarks.md, "Compact index leaves").
     pub(crate) fn capacity_bytes(&self) -> u64 {
         let main = self.main_segments();
         let usable = main.saturating_sub(
             u64::from(RESERVE_SEGS) + NUM_HEADS as u64 * 2 + 2 * u64::from(self.segtab_segments()),
         );
-        usable.saturating_mul(self.data_fill()) / 8 * 7
+        usable.saturating_mul(self.data_fill()) / OFFER_DEN * OFFER_NUM
     }
 
     /// Live bytes of whole blocks one segment holds: [`Log::block_fill`] of the volume's
@@ -118,10 +127,40 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         self.segtab_segments().saturating_add(u32::try_from(segs).unwrap_or(u32::MAX))
     }
 
-    pub(super) fn check_capacity(&self, extra: u64) -> Result<()> {
-        if self.committed_bytes().saturating_add(extra).saturating_add(self.reserved) > self.capacity_bytes() {
-            return Err(Error::NoSpace);
+    /// `NoSpace` unless `extra` more live bytes fit in the capacity beside what is reserved.
+    /// The dirty index nodes count at their largest (a full fixed-encoding node each:
+    /// [`DIRTY_NODE`]); when the check fails with some dirty, a checkpoint writes them at their
+    /// real size (a compact leaf is a fraction of it) and the check is made again, as UBIFS's
+    /// budgeting forces a commit before it answers ENOSPC. Called before the operation writes
+    /// anything.
+    pub(super) fn check_capacity(&mut self, extra: u64) -> Result<()> {
+        if self.fits(extra) || (self.commit_for_room()? && self.fits(extra)) {
+            return Ok(());
         }
-        Ok(())
+        Err(Error::NoSpace)
+    }
+
+    fn fits(&self, extra: u64) -> bool {
+        self.committed_bytes().saturating_add(extra).saturating_add(self.reserved) <= self.capacity_bytes()
+    }
+
+    /// Checkpoint when dirty index nodes hold room back (counted at their largest); returns
+    /// whether one was taken. A failing operation dirties nothing, so on a full filesystem
+    /// only the first of a run of failures pays for a checkpoint.
+    /// Only before the operation's first record (`begin_mutation` set the mark and nothing was
+    /// appended since): the checkpoint is then not part of the operation, and the mark moves
+    /// past it, so that the operation failing afterwards (`NoSpace`) is not taken for one that
+    /// failed half way (`end_op`'s fail-stop).
+    pub(crate) fn commit_for_room(&mut self) -> Result<bool> {
+        let untouched = self.log.op_mark == u64::MAX || self.log.op_mark == self.log.next_seq;
+        if self.tree.dirty_count() == 0 || self.opts.read_only || self.in_checkpoint || !untouched {
+            return Ok(false);
+        }
+        let marked = self.log.op_mark != u64::MAX;
+        self.checkpoint()?;
+        if marked {
+            self.log.op_mark = self.log.next_seq;
+        }
+        Ok(true)
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! The engine's space rule is the one its other operations already follow: the bytes of live
 //! records ([`Engine::live_bytes`], record header + payload of every record the index or a
-//! checkpoint refers to) stay at most [`Engine::capacity_bytes`] (7/8 of the segments left after
+//! checkpoint refers to) stay at most [`Engine::capacity_bytes`] (29/32 of the segments left after
 //! the GC, checkpoint, head and segment-table reserves), so the GC always finds victims and the
 //! reserves are never eaten. A budget reservation is a promise that this still holds after the
 //! reserved write-back, so it is counted in live bytes *after the next index commit*, against
@@ -139,7 +139,7 @@ impl<P: Platform, F: Flash> Engine<P, F> {
     /// `NoSpace` if `extra` more live bytes would eat into reserved space: the capacity check
     /// ([`Engine::check_capacity`]) while something is reserved (nothing reserved: always Ok,
     /// the operation's own checks apply).
-    pub(crate) fn check_reserved(&self, extra: u64) -> Result<()> {
+    pub(crate) fn check_reserved(&mut self, extra: u64) -> Result<()> {
         if self.reserved == 0 {
             return Ok(());
         }

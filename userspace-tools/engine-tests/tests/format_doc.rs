@@ -46,12 +46,56 @@ impl Img<'_> {
 
 type Key = (u64, u8, u64);
 
+thread_local! {
+    /// Compact leaves the walk decoded.
+    static COMPACT_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn walk(img: &Img<'_>, seg: u32, off: u32, len: u32, level: u8, out: &mut BTreeMap<Key, (u32, u32, u32)>) {
     let (t, ..) = img.record(seg, off, len);
     assert_eq!(t, 8, "INDEX record");
     let p = img.record(seg, off, len).4;
-    assert_eq!(p[0], level);
     let count = u16at(&p, 1) as usize;
+    if p[0] == 0x80 {
+        // 5.1: a compact leaf, each entry a flags byte and varints against the entry before
+        assert_eq!(level, 0, "a compact leaf where the parent says level {level}");
+        let varint = |at: &mut usize| {
+            let mut v = 0u64;
+            for shift in 0..10 {
+                let b = p[*at];
+                *at += 1;
+                v |= u64::from(b & 0x7f) << (7 * shift);
+                if b & 0x80 == 0 {
+                    return v;
+                }
+            }
+            panic!("varint of more than 10 bytes");
+        };
+        let (mut pk, mut pl): (Key, (u32, u32, u32)) = ((0, 0, 0), (0, 0, 0));
+        let mut at = 3;
+        for _ in 0..count {
+            let f = p[at];
+            at += 1;
+            assert_eq!(f & 0xc0, 0, "flag bits 6-7");
+            let ino = if f & 1 != 0 { varint(&mut at) } else { pk.0 };
+            let kind = if f & 2 != 0 {
+                at += 1;
+                p[at - 1]
+            } else {
+                pk.1
+            };
+            let key = if f & 4 != 0 { varint(&mut at) } else { pk.2 + varint(&mut at) };
+            let seg = if f & 8 != 0 { varint(&mut at) as u32 } else { pl.0 };
+            let off = varint(&mut at) as u32 | if f & 32 != 0 { 1 << 31 } else { 0 };
+            let len = if f & 16 != 0 { varint(&mut at) as u32 } else { pl.2 };
+            (pk, pl) = ((ino, kind, key), (seg, off, len));
+            out.insert(pk, pl);
+        }
+        assert_eq!(at, p.len(), "bytes after the last entry");
+        COMPACT_SEEN.with(|c| c.set(c.get() + 1));
+        return;
+    }
+    assert_eq!(p[0], level);
     for i in 0..count {
         let e = &p[3 + i * 29..3 + (i + 1) * 29];
         let key = (u64at(e, 0), e[8], u64at(e, 9));
@@ -88,6 +132,7 @@ fn independent_reader_follows_the_document() {
     assert_eq!(crc32c(&z), u32at(sb, 4), "superblock CRC");
     assert_eq!(u32at(sb, 8), 1, "version");
     assert_eq!(u64at(sb, 20) & 1, 1, "hashed dirs");
+    assert_eq!(u64at(sb, 20) & 8, 8, "compact index leaves (set by mkfs)");
     assert_eq!(sb[36], 0, "NAND");
     assert_eq!(u32at(sb, 37), seg_size as u32);
     assert_eq!(u32at(sb, 41), 64);
@@ -139,6 +184,7 @@ fn independent_reader_follows_the_document() {
     assert_eq!(cp[45], 1, "has root");
     let mut index = BTreeMap::new();
     walk(&img, u32at(&cp, 32), u32at(&cp, 36), u32at(&cp, 40), cp[44], &mut index);
+    assert!(COMPACT_SEEN.with(|c| c.get()) > 0, "the index has no compact leaf");
     // live bytes in the table equal what the index references (plus index nodes): at least
     let referenced: u64 = index.values().map(|l| u64::from(l.2)).sum();
     let table_live: u64 = table.iter().map(|e| u64::from(e.1)).sum();

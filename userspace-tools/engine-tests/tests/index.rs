@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use ferrofs_engine::format::{Key, Loc};
+use ferrofs_engine::format::{Key, Loc, INDEX_COMPACT_LEAF, LOC_ALIGNED};
+use ferrofs_engine::index::{decode_node, encode_compact_leaf, COMPACT_WORST};
 use ferrofs_engine::index::{NodeIo, Tree};
 use ferrofs_engine::std_platform::StdPlatform;
 use ferrofs_engine::Error;
@@ -49,9 +50,40 @@ fn val(k: u64, gen: u32) -> Loc {
 
 #[test]
 fn tree_matches_model_with_eviction_and_reloads() {
+    tree_matches_model(false);
+}
+
+/// The same with compact leaves (incompat bit 3): every reload decodes them.
+#[test]
+fn tree_with_compact_leaves_matches_model_with_eviction_and_reloads() {
+    tree_matches_model(true);
+    // and the leaves it wrote are compact, each no longer than its fixed encoding
+    let mut io = Store::default();
+    let mut tree: Tree<StdPlatform> = Tree::new(256);
+    tree.set_compact(true);
+    for k in 0..2000u64 {
+        tree.insert(&mut io, Key::new(5, 3, k), Loc { seg: 10 + (k / 31) as u32, off: (k % 31) as u32 * 4144 + 64, len: 4144 }).unwrap();
+        if k % 100 == 99 {
+            tree.commit(&mut io).unwrap();
+        }
+    }
+    tree.commit(&mut io).unwrap();
+    let leaves: Vec<&Vec<u8>> = io.nodes.values().filter(|n| n[0] == INDEX_COMPACT_LEAF).collect();
+    assert!(!leaves.is_empty(), "no compact leaf written");
+    for n in &leaves {
+        let count = u16::from_le_bytes([n[1], n[2]]) as usize;
+        assert!(n.len() <= 3 + 29 * count, "a compact leaf of {count} entries takes {} bytes", n.len());
+    }
+    // a file's blocks in order: about 5 bytes an entry instead of 29
+    let (bytes, entries) = leaves.iter().fold((0, 0), |(b, e), n| (b + n.len(), e + u16::from_le_bytes([n[1], n[2]]) as usize));
+    assert!(bytes * 4 < entries * 29, "{bytes} bytes for {entries} entries");
+}
+
+fn tree_matches_model(compact: bool) {
     let mut rng = Rng::new(99);
     let mut io = Store::default();
     let mut tree: Tree<StdPlatform> = Tree::new(16);
+    tree.set_compact(compact);
     let mut model: BTreeMap<Key, Loc> = BTreeMap::new();
     for step in 0..60_000u32 {
         let k = rng.below(5000);
@@ -312,4 +344,115 @@ fn forged_key_ranges_are_corrupt_not_cycles() {
     tree.set_root(Some((at(1), 1)));
     assert!(matches!(tree.get(&mut io, &k(10)), Err(Error::Corrupt)));
     assert_eq!(tree.get(&mut io, &k(60)).unwrap(), Some(v(60)));
+}
+
+fn decoded(b: &[u8]) -> Result<(u8, Vec<(Key, Loc)>), Error> {
+    let mut v = Vec::new();
+    let level = decode_node(b, &mut |k, l| {
+        v.push((k, l));
+        Ok(())
+    })?;
+    Ok((level, v))
+}
+
+fn compact_bytes(entries: &[(Key, Loc)]) -> Vec<u8> {
+    let mut out = vec![0u8; COMPACT_WORST];
+    let n = encode_compact_leaf(entries.len(), &mut |i| Ok(entries[i]), &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// Compact leaves (format.md 5.1) decode to exactly the entries the fixed encoding holds, for
+/// entries of every shape: random owners, kinds and keys (each field changing or not from the
+/// entry before), segments, offsets, lengths, aligned locations of data keys, extreme values.
+#[test]
+fn compact_leaves_decode_to_the_fixed_leaves_entries() {
+    let mut rng = Rng::new(7);
+    for round in 0..3000 {
+        let n = 1 + rng.below(64) as usize;
+        let mut keys: Vec<Key> = Vec::new();
+        let mut ino = rng.below(3);
+        for _ in 0..n * 2 {
+            if rng.below(4) == 0 {
+                ino += 1 + [0, 1, 1000, u64::MAX / 4][rng.below(4) as usize];
+            }
+            let kind = [0u8, 1, 2, 3, 4, 255][rng.below(6) as usize];
+            let key = match rng.below(4) {
+                0 => rng.next(),
+                1 => u64::MAX - rng.below(3),
+                _ => rng.below(200),
+            };
+            keys.push(Key::new(ino, kind, key));
+        }
+        keys.sort();
+        keys.dedup();
+        keys.truncate(n);
+        let mut seg = rng.below(50) as u32;
+        let entries: Vec<(Key, Loc)> = keys
+            .iter()
+            .map(|k| {
+                if rng.below(3) == 0 {
+                    seg = [rng.below(1 << 20) as u32, u32::MAX, 0][rng.below(3) as usize];
+                }
+                let off = [rng.below(1 << 17) as u32, 0x7fff_ffff, 0][rng.below(3) as usize];
+                let l = if k.kind == 3 && rng.below(4) == 0 {
+                    Loc::aligned(seg, off & !4095, rng.next() as u32)
+                } else {
+                    Loc { seg, off, len: [4144u32, 48, rng.next() as u32, u32::MAX][rng.below(4) as usize] }
+                };
+                (*k, l)
+            })
+            .collect();
+        let c = compact_bytes(&entries);
+        let f = node_bytes(0, &entries);
+        assert_eq!(decoded(&c).unwrap(), (0, entries.clone()), "round {round}: compact");
+        assert_eq!(decoded(&f).unwrap(), (0, entries.clone()), "round {round}: fixed");
+        assert!(c.len() <= COMPACT_WORST);
+    }
+}
+
+/// What a hostile compact leaf may hold is `Corrupt`, never a panic or a wrong tree: bytes
+/// after the last entry, unknown flag bits, a varint of 11 bytes or past 64 bits, a segment,
+/// offset or length past 32 bits, an offset with bit 31 (only the flag sets it), a key
+/// difference that overflows, keys not increasing, an aligned location of a non-data key, a
+/// truncated entry; an overlong but valid varint decodes.
+#[test]
+fn hostile_compact_leaves_are_corrupt() {
+    let e = [(Key::new(9, 3, 1), Loc { seg: 4, off: 100, len: 4144 }), (Key::new(9, 3, 2), Loc { seg: 4, off: 4244, len: 4144 })];
+    let good = compact_bytes(&e);
+    assert_eq!(decoded(&good).unwrap().1, e.to_vec());
+    // header + first entry: flags, ino, kind, key, seg, off, len
+    let hdr = |n: u16| {
+        let mut v = vec![INDEX_COMPACT_LEAF];
+        v.extend_from_slice(&n.to_le_bytes());
+        v
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("trailing byte", [good.clone(), vec![0]].concat()),
+        ("truncated", good[..good.len() - 1].to_vec()),
+        ("flag bit 6", [hdr(1), vec![0x40 | 0x1f, 1, 3, 1, 4, 100, 1]].concat()),
+        ("varint of 11 bytes", [hdr(1), vec![0x1f], vec![0x80; 10], vec![0, 3, 1, 4, 100, 1]].concat()),
+        ("varint past 64 bits", [hdr(1), vec![0x1f], vec![0xff; 9], vec![0x02, 3, 1, 4, 100, 1]].concat()),
+        ("segment past 32 bits", [hdr(1), vec![0x1f, 1, 3, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 100, 1]].concat()),
+        ("offset with bit 31", [hdr(1), vec![0x1f, 1, 3, 1, 4, 0x80, 0x80, 0x80, 0x80, 0x08, 1]].concat()),
+        ("key difference overflows", [hdr(2), vec![0x1f, 1, 3], vec![0xff; 9], vec![0x01, 4, 100, 1, 0x00, 1, 100]].concat()),
+        ("keys not increasing", [hdr(2), vec![0x1f, 1, 3, 5, 4, 100, 1, 0x04, 5, 100]].concat()),
+        ("aligned non-data key", [hdr(1), vec![0x3f, 1, 2, 1, 4, 0, 1]].concat()),
+        ("count past 64", [hdr(65), good[3..].to_vec()].concat()),
+    ];
+    for (what, b) in &cases {
+        assert!(matches!(decoded(b), Err(Error::Corrupt)), "{what}: {:?}", decoded(b));
+    }
+    // overlong forms of valid values are accepted (the hostile-image tool pads with them)
+    let padded = [hdr(1), vec![0x1f, 0x81, 0x00, 3, 0x81, 0x80, 0x00, 0x84, 0x00, 100 | 0x80, 0x80, 0x00, 0x81, 0x80, 0x80, 0x80, 0x00]].concat();
+    assert_eq!(decoded(&padded).unwrap().1, vec![(Key::new(1, 3, 1), Loc { seg: 4, off: 100, len: 1 })]);
+    assert_eq!(LOC_ALIGNED, 1 << 31);
+    // and random bytes behind the marker never panic, whatever they decode to
+    let mut rng = Rng::new(3);
+    for _ in 0..20_000 {
+        let n = rng.below(200) as usize;
+        let mut b = hdr(rng.below(70) as u16);
+        b.extend((0..n).map(|_| rng.next() as u8));
+        let _ = decoded(&b);
+    }
 }

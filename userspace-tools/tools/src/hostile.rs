@@ -22,7 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use ferrofs_engine::crc::{crc32c, crc32c_update};
-use ferrofs_engine::format::{rtype, CpHeader, RecHdr, Superblock, CP_MAGIC, FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_FULL_SIZE, SB_SIZE, S_IFREG};
+use ferrofs_engine::format::{rtype, CpHeader, Key, Loc, INDEX_COMPACT_LEAF, RecHdr, Superblock, CP_MAGIC, FEATURE_COMPAT_FTL_PAGE, FEATURE_COMPAT_OPEN_SEGMENTS, MAX_CP_SEGS, NO_SEG, REC_HDR, SB_FULL_SIZE, SB_SIZE, S_IFREG};
+use ferrofs_engine::index::{decode_node, encode_compact_leaf, node_level, COMPACT_WORST};
 use ferrofs_engine::{CreateArgs, FlashKind, FormatOptions, MountOptions, SetAttr, Timespec, ROOT_INO};
 use ferrofs_flashsim::{AnySim, NandConfig, NandSim};
 
@@ -665,7 +666,7 @@ fn live_index_nodes(p: &Parsed, d: &[u8]) -> Vec<RecAt> {
         }
         out.push(r);
         let pl = r.off + REC_HDR;
-        let level = d[pl];
+        let level = node_level(d[pl]);
         let count = u16::from_le_bytes([d[pl + 1], d[pl + 2]]) as usize;
         if level > 0 {
             for e in 0..count.min(64) {
@@ -1033,22 +1034,143 @@ fn payload(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
     format!("payload-{}-{f}", rt(t))
 }
 
+/// A mutation of the compact leaf `r` (format.md 3.4): its marker, its count, raw bytes of its
+/// entries, or one entry changed as the fixed-encoding mutations change them (a location at
+/// itself, at the root, at another node or a non-index record, an extreme key or location, two
+/// keys swapped) and the leaf encoded again at its old length, the varints padded (overlong
+/// forms decode as well), so that the record and its parent's location stay consistent.
+fn compact_leaf(rng: &mut Rng, p: &Parsed, d: &mut [u8], r: RecAt, live: &[RecAt]) -> String {
+    let pl = r.off + REC_HDR;
+    let len = r.hdr.len as usize;
+    let count = u16::from_le_bytes([d[pl + 1], d[pl + 2]]) as usize;
+    let f = match rng.below(6) {
+        0 => {
+            d[pl] = [0u8, 1, 12, 0x81, 0xff, 0x7f][rng.idx(6)];
+            "marker"
+        }
+        1 => {
+            put16(d, pl + 1, [0u16, 65, u16::MAX, (count as u16).wrapping_add(1), (count as u16).saturating_sub(1)][rng.idx(5)]);
+            "count"
+        }
+        2 if len > 3 => {
+            for _ in 0..1 + rng.below(3) {
+                let at = pl + 3 + rng.idx(len - 3);
+                d[at] = [0u8, 0x7f, 0x80, 0xff, d[at] ^ (1 << rng.below(8))][rng.idx(5)];
+            }
+            "bytes"
+        }
+        _ => {
+            let e = rng.idx(count.max(1));
+            let root = p.newest().map(|(_, c)| c.root).unwrap_or_default();
+            let at = |x: &RecAt| {
+                let (seg, off, len) = x.loc();
+                Loc { seg, off, len }
+            };
+            let other = pick(rng, live).unwrap_or(r);
+            let rng_key = rng.below(1 << 20);
+            let (what, pick_what, x1, x2) = (rng.below(7), rng.below(3), extreme64(rng, rng_key), rng.idx(8));
+            let mut label = "none";
+            let ok = reencode_compact_leaf(&mut d[pl..pl + len], |v| {
+                let n = v.len();
+                let i = e % n.max(1);
+                label = match what {
+                    0 => {
+                        v[i].1 = at(&r);
+                        "self-loop"
+                    }
+                    1 => {
+                        v[i].1 = root;
+                        "cycle-to-root"
+                    }
+                    2 => {
+                        v[i].1 = at(&other);
+                        "to-index"
+                    }
+                    3 => {
+                        let l = &mut v[i].1;
+                        match pick_what {
+                            0 => l.seg = [NO_SEG, SEG_COUNT, SEG_COUNT - 1, 0][x2 % 4],
+                            1 => l.off = [0, 1, l.off.wrapping_add(1), l.off / 2, 0x7fff_ffff][x2 % 5],
+                            _ => l.len = [0u32, 1, 47, 48, 49, SEG_SIZE, SEG_SIZE + 1, u32::MAX][x2],
+                        }
+                        "loc"
+                    }
+                    4 if n > 1 => {
+                        let e2 = (i + 1) % n;
+                        let k = v[i].0;
+                        v[i].0 = v[e2].0;
+                        v[e2].0 = k;
+                        "unsorted"
+                    }
+                    _ => {
+                        v[i].0.key = x1;
+                        "key"
+                    }
+                };
+            });
+            if !ok {
+                return format!("index-compact-{label}-no-room");
+            }
+            label
+        }
+    };
+    fix_rec(d, r.off, p.seed);
+    format!("index-compact-{f}")
+}
+
+/// Decode the compact leaf `payload` (format.md 5.1), let `edit` change its entries, and encode
+/// them back at exactly the old length, the last varint padded with overlong bytes (which
+/// decode the same), so that the record and its parent's location stay consistent. False (and
+/// `payload` unchanged) when the leaf does not decode or the edited entries need more bytes
+/// than it has (or more padding than the last varint can take).
+pub fn reencode_compact_leaf(payload: &mut [u8], edit: impl FnOnce(&mut Vec<(Key, Loc)>)) -> bool {
+    let mut v: Vec<(Key, Loc)> = Vec::new();
+    let decoded = decode_node(payload, &mut |k, l| {
+        v.push((k, l));
+        Ok(())
+    });
+    if decoded != Ok(0) || payload.first() != Some(&INDEX_COMPACT_LEAF) || v.is_empty() {
+        return false;
+    }
+    edit(&mut v);
+    let mut out = vec![0u8; COMPACT_WORST];
+    let Ok(n) = encode_compact_leaf(v.len(), &mut |i| v.get(i).copied().ok_or(ferrofs_engine::Error::Invalid), &mut out) else {
+        return false;
+    };
+    let pad = payload.len().saturating_sub(n);
+    if n > payload.len() || n < 4 || pad > 5 {
+        return false;
+    }
+    out.truncate(n);
+    if pad > 0 {
+        let last = out.pop().unwrap_or(0);
+        out.push(last | 0x80);
+        out.extend(std::iter::repeat_n(0x80u8, pad - 1));
+        out.push(0);
+    }
+    payload.copy_from_slice(&out);
+    true
+}
+
 fn index(rng: &mut Rng, p: &Parsed, d: &mut [u8]) -> String {
     let live = live_index_nodes(p, d);
     let all = p.of_type(rtype::INDEX);
     // every level equally often (leaves outnumber the inner nodes by far)
-    let mut levels: Vec<u8> = live.iter().map(|r| d[r.off + REC_HDR]).collect();
+    let mut levels: Vec<u8> = live.iter().map(|r| node_level(d[r.off + REC_HDR])).collect();
     levels.sort_unstable();
     levels.dedup();
     let node = if !live.is_empty() && rng.pct(85) {
         let l = pick(rng, &levels).unwrap_or(0);
-        let at: Vec<RecAt> = live.iter().filter(|r| d[r.off + REC_HDR] == l).copied().collect();
+        let at: Vec<RecAt> = live.iter().filter(|r| node_level(d[r.off + REC_HDR]) == l).copied().collect();
         pick(rng, &at)
     } else {
         pick(rng, &all)
     };
     let Some(r) = node else { return "index-none".into() };
     let pl = r.off + REC_HDR;
+    if d[pl] == INDEX_COMPACT_LEAF {
+        return compact_leaf(rng, p, d, r, &live);
+    }
     let level = d[pl];
     let count = u16::from_le_bytes([d[pl + 1], d[pl + 2]]) as usize;
     let ent = |i: usize| pl + 3 + 29 * i;

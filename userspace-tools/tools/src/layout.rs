@@ -531,17 +531,14 @@ pub fn index_entries(
         if rec.hdr.rtype != rtype::INDEX {
             return Err(format!("index points at a {} record at {}:{}", rtype_name(rec.hdr.rtype), loc.seg, loc.off));
         }
-        let mut r = Reader::new(&rec.payload);
-        let lv = r.u8().map_err(|_| "index node truncated")?;
-        let count = r.u16().map_err(|_| "index node truncated")? as usize;
+        let mut entries = Vec::new();
+        let lv = ferrofs_engine::index::decode_node(&rec.payload, &mut |k, l| {
+            entries.push((k, l));
+            Ok(())
+        })
+        .map_err(|_| format!("index node at {}:{} does not decode", loc.seg, loc.off))?;
         if lv != level {
             return Err(format!("index node at {}:{} has level {lv}, expected {level}", loc.seg, loc.off));
-        }
-        let mut entries = Vec::with_capacity(count);
-        for _ in 0..count {
-            let k = Key::get(&mut r).map_err(|_| "index node truncated")?;
-            let l = Loc::get(&mut r).map_err(|_| "index node truncated")?;
-            entries.push((k, l));
         }
         if level == 0 {
             for (k, l) in entries {
@@ -603,6 +600,7 @@ pub fn describe_payload(h: &RecHdr, p: &[u8]) -> String {
             _ => "truncated".into(),
         },
         rtype::INDEX => match (r.u8(), r.u16()) {
+            (Ok(l), Ok(c)) if l == ferrofs_engine::format::INDEX_COMPACT_LEAF => format!("level 0 (compact), {c} entries"),
             (Ok(l), Ok(c)) => format!("level {l}, {c} entries"),
             _ => "truncated".into(),
         },

@@ -508,9 +508,10 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 /// The message for an ENOSPC during the copy.
 pub fn nospace_message(path: &Path, copied: u64, need: &TreeStats, capacity: u64, segment_size: u32) -> String {
     let est = need.estimated_flash_bytes();
-    // capacity = (main segments - 12) * 7/8 of a segment: invert it for the device size
+    // capacity = (main segments - 12) * 29/32 of a segment: invert it for the device size
+    use ferrofs_engine::space::{OFFER_DEN, OFFER_NUM};
     let seg = u64::from(segment_size.max(1));
-    let segs_needed = (est.saturating_mul(8) / 7).div_ceil(seg) + 12 + 4 + 2;
+    let segs_needed = (est.saturating_mul(OFFER_DEN) / OFFER_NUM).div_ceil(seg) + 12 + 4 + 2;
     format!(
         "filesystem full (ENOSPC) while copying {}: {} of {} of file content copied; the tree ({} inodes, {} of \
          content) needs about {} of filesystem space, this filesystem holds about {}; \

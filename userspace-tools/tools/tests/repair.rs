@@ -465,6 +465,23 @@ fn rekey_index(img: &Path, from: Key, to: Key) {
         let mut first = false;
         let mut found = false;
         edit_record(img, loc, true, |p| {
+            if p[0] == ferrofs_engine::format::INDEX_COMPACT_LEAF {
+                // a compact leaf (format.md 5.1): decoded, rekeyed and encoded at its length
+                let mut hit = (false, false);
+                let done = ferrofs_tools::hostile::reencode_compact_leaf(p, |v| {
+                    for (i, e) in v.iter_mut().enumerate() {
+                        if e.0 == from {
+                            e.0 = to;
+                            hit = (true, i == 0);
+                        }
+                    }
+                });
+                if hit.0 {
+                    assert!(done, "the rekeyed compact leaf does not fit its record");
+                    (found, first) = hit;
+                }
+                return;
+            }
             let count = u16::from_le_bytes([p[1], p[2]]) as usize;
             for i in 0..count {
                 let at = 3 + i * (Key::SIZE + Loc::SIZE);
