@@ -183,25 +183,16 @@ pub fn encode_compact_leaf(
 /// Encode one compact leaf entry (`key`, `l`) after the entry (`pk`, `pl`).
 fn put_compact_entry(w: &mut Writer<'_>, key: &Key, l: &Loc, pk: &Key, pl: &Loc) -> Result<()> {
     let delta = if key.ino == pk.ino && key.kind == pk.kind { key.key.checked_sub(pk.key) } else { None };
-    let mut f = 0u8;
-    if key.ino != pk.ino {
-        f |= C_INO;
-    }
-    if key.kind != pk.kind {
-        f |= C_KIND;
-    }
-    if delta.is_none() {
-        f |= C_KEY_ABS;
-    }
-    if l.seg != pl.seg {
-        f |= C_SEG;
-    }
-    if l.len != pl.len {
-        f |= C_LEN;
-    }
-    if l.is_aligned() {
-        f |= C_ALIGNED;
-    }
+    let f = [
+        (key.ino != pk.ino, C_INO),
+        (key.kind != pk.kind, C_KIND),
+        (delta.is_none(), C_KEY_ABS),
+        (l.seg != pl.seg, C_SEG),
+        (l.len != pl.len, C_LEN),
+        (l.is_aligned(), C_ALIGNED),
+    ]
+    .iter()
+    .fold(0u8, |f, &(on, bit)| if on { f | bit } else { f });
     w.u8(f)?;
     if f & C_INO != 0 {
         w.uvar(key.ino)?;
