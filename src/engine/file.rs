@@ -337,18 +337,18 @@ impl<P: Platform, F: Flash> Engine<P, F> {
         Ok(done)
     }
 
-    /// How many of the `len` bytes a write at `off` to file `i` may take with `room` bytes
-    /// left below the capacity (called when `len` exceeds `room`): the bytes of a block whose
-    /// new record is no bigger than the record it replaces cost nothing (an overwrite in place:
-    /// the old record dies, the live bytes do not grow, and the filesystem keeps the dead
-    /// space the capacity leaves for the GC), every other byte costs one byte of `room`, as
-    /// before. Ends at the first byte that does not fit.
     /// Bytes a write may still add (the capacity less what is committed and reserved, less a
     /// block's slack for the records around the data).
     fn write_room(&self) -> u64 {
         self.capacity_bytes().saturating_sub(self.committed_bytes()).saturating_sub(self.reserved).saturating_sub(4096)
     }
 
+    /// How many of the `len` bytes a write at `off` to file `i` may take with `room` bytes
+    /// left below the capacity (called when `len` exceeds `room`): the bytes of a block whose
+    /// new record is no bigger than the record it replaces cost nothing (an overwrite in place:
+    /// the old record dies, the live bytes do not grow, and the filesystem keeps the dead
+    /// space the capacity leaves for the GC), every other byte costs one byte of `room`, as
+    /// before. Ends at the first byte that does not fit.
     fn write_fit(&mut self, i: &Inode, off: u64, len: usize, room: u64) -> Result<usize> {
         let mut left = room;
         let mut done = 0usize;

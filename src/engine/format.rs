@@ -50,7 +50,7 @@ pub const FEATURE_INCOMPAT_ALIGNED_DATA: u64 = 2;
 /// reads all three DELETE forms and applies the orphan rule on any volume (where the bit is not
 /// set, an orphan's record says `nlink` 0 anyway).
 pub const FEATURE_INCOMPAT_LEAN_DELETE: u64 = 4;
-/// Incompatible feature bit 3, compact index leaves (format.md 3.4): a leaf node may be
+/// Incompatible feature bit 3, compact index leaves (format.md 5.1): a leaf node may be
 /// written in the compact encoding (first byte [`INDEX_COMPACT_LEAF`]: each entry's key and
 /// location as a flags byte and variable-length differences from the entry before it). Set by
 /// `format`; an engine writes compact leaves only on a volume with the bit, and reads both

@@ -1,5 +1,5 @@
 //! Index nodes: the in-RAM layout (entries pointing at flash or at cached children), routing,
-//! and the two on-flash encodings (format.md 3.4): fixed (`level u8, count u16, count x (key,
+//! and the two on-flash encodings (format.md 5 and 5.1): fixed (`level u8, count u16, count x (key,
 //! loc)`) for every node, and compact for leaves (first byte `INDEX_COMPACT_LEAF`, each entry
 //! as a flags byte and varint differences from the entry before it).
 
