@@ -129,7 +129,9 @@ impl<P: Platform> Tree<P> {
         if self.buf.len() < NODE_MAX_BYTES {
             self.buf.try_resize(NODE_MAX_BYTES, 0)?;
         }
-        let n = io.read_node(loc, self.buf.as_mut_slice())?;
+        // at most a fixed-encoding node, whatever the encoder grew the buffer to
+        // (`COMPACT_WORST`): a larger INDEX record is `Corrupt`, as it always was
+        let n = io.read_node(loc, self.buf.as_mut_slice().get_mut(..NODE_MAX_BYTES).ok_or(Error::Corrupt)?)?;
         let b = self.buf.as_slice().get(..n).ok_or(Error::Corrupt)?;
         let (level, entries) = decode::<P>(b)?;
         let slot = self.alloc_slot(keep)?;
